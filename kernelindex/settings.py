@@ -1,0 +1,248 @@
+"""KernelIndex settings, read from the environment.
+
+Every variable is listed in `.env.example`. The defaults are the embedded ones (an SQLite file,
+kombu's filesystem transport as the Celery broker), so `make run` works on a fresh machine; set
+`DATABASE_URL` and `CELERY_BROKER_URL` for PostgreSQL and Redis.
+"""
+
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(environ.Env().str("KERNELINDEX_VAR_DIR", default=str(BASE_DIR / "var")))
+
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+env = environ.Env()
+if (BASE_DIR / ".env").exists():
+    environ.Env.read_env(BASE_DIR / ".env")
+
+
+def _env(reader, name, **kwargs):
+    """Read one variable; a malformed value stops the start with the variable's name."""
+    try:
+        return reader(name, **kwargs)
+    except (ValueError, TypeError, ImproperlyConfigured) as exc:
+        raise ImproperlyConfigured(f"Environment variable {name} is invalid: {exc}") from exc
+
+
+DEBUG = _env(env.bool, "DEBUG", default=False)
+SECRET_KEY = _env(env.str, "SECRET_KEY", default="")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "Environment variable SECRET_KEY is required when DEBUG is off "
+            "(set DEBUG=1 for local development)."
+        )
+    SECRET_KEY = "django-insecure-local-development-only"
+ALLOWED_HOSTS = _env(env.list, "ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
+CSRF_TRUSTED_ORIGINS = _env(env.list, "CSRF_TRUSTED_ORIGINS", default=[])
+SITE_URL = _env(env.str, "SITE_URL", default="http://127.0.0.1:8000")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django.contrib.sites",
+    "django.contrib.humanize",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "allauth",
+    "allauth.account",
+    "allauth.socialaccount",
+    "registry",
+    "attestations",
+]
+GITHUB_CLIENT_ID = _env(env.str, "GITHUB_CLIENT_ID", default="")
+GITHUB_CLIENT_SECRET = _env(env.str, "GITHUB_CLIENT_SECRET", default="")
+if GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET:
+    INSTALLED_APPS.append("allauth.socialaccount.providers.github")
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "allauth.account.middleware.AccountMiddleware",
+]
+
+ROOT_URLCONF = "kernelindex.urls"
+WSGI_APPLICATION = "kernelindex.wsgi.application"
+SITE_ID = 1
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": _env(env.db_url, "DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
+DATABASES["default"]["CONN_MAX_AGE"] = _env(env.int, "CONN_MAX_AGE", default=60)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets the web process read while the worker writes; the timeout rides out short locks.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;"}
+    )
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+CACHE_URL = _env(env.str, "CACHE_URL", default="")
+if CACHE_URL:
+    CACHES = {"default": _env(env.cache_url, "CACHE_URL")}
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(VAR_DIR / "cache"),
+        }
+    }
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "allauth.account.auth_backends.AuthenticationBackend",
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").exists() else []
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if not DEBUG
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+    },
+}
+MEDIA_ROOT = VAR_DIR / "media"
+MEDIA_URL = "/media/"
+
+# Email: console by default, a folder of .eml files with EMAIL_FILE_PATH, SMTP with EMAIL_URL.
+EMAIL_URL = _env(env.str, "EMAIL_URL", default="")
+if EMAIL_URL:
+    vars().update(_env(env.email_url, "EMAIL_URL"))
+else:
+    EMAIL_FILE_PATH = _env(env.str, "EMAIL_FILE_PATH", default="")
+    EMAIL_BACKEND = (
+        "django.core.mail.backends.filebased.EmailBackend"
+        if EMAIL_FILE_PATH
+        else "django.core.mail.backends.console.EmailBackend"
+    )
+DEFAULT_FROM_EMAIL = _env(env.str, "DEFAULT_FROM_EMAIL", default="KernelIndex <noreply@kernelindex.local>")
+
+# django-allauth
+ACCOUNT_LOGIN_METHODS = {"email", "username"}
+ACCOUNT_SIGNUP_FIELDS = ["email*", "username*", "password1*", "password2*"]
+ACCOUNT_EMAIL_VERIFICATION = "mandatory"
+ACCOUNT_RATE_LIMITS = {}  # None disables; {} keeps allauth's defaults on.
+LOGIN_REDIRECT_URL = "/"
+if GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET:
+    SOCIALACCOUNT_PROVIDERS = {
+        "github": {"APPS": [{"client_id": GITHUB_CLIENT_ID, "secret": GITHUB_CLIENT_SECRET}]}
+    }
+
+# Django REST framework
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.AnonRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"anon": _env(env.str, "API_ANON_RATE", default="600/minute")},
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "KernelIndex API",
+    "DESCRIPTION": "Public registry of GPU-kernel benchmark runs.",
+    "VERSION": "1.0.0",
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# Celery: the embedded default is kombu's filesystem transport, which needs no server.
+CELERY_BROKER_URL = _env(env.str, "CELERY_BROKER_URL", default="filesystem://")
+CELERY_BROKER_TRANSPORT_OPTIONS = {}
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    _broker_dir = VAR_DIR / "broker"
+    for _sub in ("out", "processed"):
+        (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "out"),
+        "data_folder_out": str(_broker_dir / "out"),
+        "processed_folder": str(_broker_dir / "processed"),
+        "store_processed": False,
+    }
+else:
+    # Longer than the longest job, so Redis does not hand a running job to a second worker.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": _env(env.int, "CELERY_VISIBILITY_TIMEOUT", default=7200)
+    }
+CELERY_TASK_ALWAYS_EAGER = _env(env.bool, "CELERY_TASK_ALWAYS_EAGER", default=False)
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_TIME_LIMIT = 3600
+CELERY_TASK_SOFT_TIME_LIMIT = 3300
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_IGNORE_RESULT = True
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": _env(env.str, "LOG_LEVEL", default="INFO")},
+}
+
+# Production hardening, on whenever DEBUG is off.
+if not DEBUG:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = _env(env.bool, "SECURE_SSL_REDIRECT", default=True)
+    SESSION_COOKIE_SECURE = _env(env.bool, "SESSION_COOKIE_SECURE", default=True)
+    CSRF_COOKIE_SECURE = _env(env.bool, "CSRF_COOKIE_SECURE", default=True)
+    SECURE_HSTS_SECONDS = _env(env.int, "SECURE_HSTS_SECONDS", default=31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"

@@ -1,0 +1,496 @@
+"""Read the Liger-Kernel benchmark CSV into validated, content-addressed run records.
+
+Parsing touches no database: it either returns every row as a `LigerRow`, or raises
+`LigerFormatError` naming the first bad line and column, so the caller writes all or nothing.
+"""
+
+import csv
+import io
+import json
+import math
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import lru_cache
+
+from django.utils.text import slugify
+
+from registry import digests
+from registry.importers import catalog
+
+COLUMNS = [
+    "kernel_name",
+    "kernel_provider",
+    "kernel_operation_mode",
+    "metric_name",
+    "metric_unit",
+    "x_name",
+    "x_label",
+    "x_value",
+    "y_value_50",
+    "y_value_20",
+    "y_value_80",
+    "extra_benchmark_config_str",
+    "gpu_name",
+    "timestamp",
+    "liger_version",
+]
+METRICS = {"speed": ("latency", "ms"), "memory": ("memory", "MB")}
+MODES = {"forward", "backward", "full"}
+SOURCE = {
+    "slug": "liger-kernel",
+    "name": "Liger-Kernel benchmarks",
+    "url": catalog.LIGER_REPOSITORY,
+    "license": "BSD-2-Clause",
+    "license_url": "https://github.com/linkedin/Liger-Kernel/blob/main/LICENSE",
+    "description": "Benchmark results published with the Liger-Kernel project "
+    "(benchmark/data/all_benchmark_data.csv in its source distribution).",
+}
+COMPARABILITY_NOTE = (
+    "Only comparable within one kernel, workload, timed pass and GPU: the harness and its "
+    "settings are the same for every provider, but nothing else is held fixed."
+)
+PROTOCOLS = {
+    "latency": {
+        "name": "Liger-Kernel speed benchmark",
+        "harness": "Liger-Kernel benchmark scripts",
+        "harnessRepository": catalog.LIGER_REPOSITORY,
+        "timer": "CUDA events (triton.testing.do_bench)",
+        "statistic": "median",
+        "quantiles": [0.5, 0.2, 0.8],
+        "warmupMs": 25,
+        "repMs": 10,
+        "comparabilityFamily": "liger-benchmark/do-bench-cuda-events",
+        "notes": "forward times layer(x); backward runs the forward once, then times "
+        "y.backward(do, retain_graph=True); full times forward plus backward. rep is a time "
+        "budget of 10 ms, so an op slower than about 10 ms is timed once (p20 = p50 = p80). "
+        + COMPARABILITY_NOTE,
+    },
+    "memory": {
+        "name": "Liger-Kernel memory benchmark",
+        "harness": "Liger-Kernel benchmark scripts",
+        "harnessRepository": catalog.LIGER_REPOSITORY,
+        "timer": "torch.cuda.max_memory_allocated",
+        "statistic": "median",
+        "quantiles": [0.5, 0.2, 0.8],
+        "comparabilityFamily": "liger-benchmark/peak-memory",
+        "notes": "Peak max_memory_allocated() over 10 runs, in MiB (labelled MB by the source). "
+        + COMPARABILITY_NOTE,
+    },
+}
+
+
+class LigerFormatError(ValueError):
+    def __init__(self, message: str, *, line: int | None = None, column: str | None = None):
+        self.line, self.column = line, column
+        where = []
+        if line is not None:
+            where.append(f"line {line}")
+        if column:
+            where.append(f"column {column!r}")
+        super().__init__(f"{', '.join(where)}: {message}" if where else message)
+
+
+@dataclass(frozen=True)
+class LigerRow:
+    line: int
+    kernel: dict
+    implementation: dict
+    workload: dict
+    protocol: dict
+    environment: dict
+    run: dict
+
+
+def parse_file(data: bytes, *, release: str = "") -> list[LigerRow]:
+    text = _decode(data)
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header = next(reader, None)
+    if header is None or not any(cell.strip() for cell in header):
+        raise LigerFormatError("the file is empty; expected a header line", line=1)
+    missing = [name for name in COLUMNS if name not in header]
+    if missing:
+        raise LigerFormatError(f"missing column(s): {', '.join(missing)}", line=1)
+    index = {name: header.index(name) for name in COLUMNS}
+    rows, seen = [], {}
+    for cells in reader:
+        line = reader.line_num
+        if not any(cell.strip() for cell in cells):
+            continue
+        if len(cells) != len(header):
+            raise LigerFormatError(f"expected {len(header)} fields, found {len(cells)}", line=line)
+        row = _parse_row(line, {name: cells[i] for name, i in index.items()}, release)
+        external_id = row.run["external_id"]
+        if external_id in seen:
+            raise LigerFormatError(
+                f"duplicate row: same key as line {seen[external_id]} ({external_id})", line=line
+            )
+        seen[external_id] = line
+        rows.append(row)
+    if not rows:
+        raise LigerFormatError("the file has a header but no data rows", line=2)
+    return rows
+
+
+def _decode(data: bytes) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise LigerFormatError(
+            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})", line=line
+        ) from None
+
+
+def _number(value: str, line: int, column: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise LigerFormatError(f"{value!r} is not a number", line=line, column=column) from None
+    if not math.isfinite(number) or number < 0:
+        raise LigerFormatError(f"{value!r} is not a finite, non-negative number", line=line, column=column)
+    return number
+
+
+def _required(raw: dict, name: str, line: int) -> str:
+    value = raw[name].strip()
+    if not value:
+        raise LigerFormatError("empty value", line=line, column=name)
+    return value
+
+
+def _parse_row(line: int, raw: dict, release: str) -> LigerRow:
+    kernel = _required(raw, "kernel_name", line)
+    provider = _required(raw, "kernel_provider", line)
+    mode = _required(raw, "kernel_operation_mode", line)
+    if mode not in MODES:
+        raise LigerFormatError(
+            f"{mode!r} is not one of forward, backward, full", line=line, column="kernel_operation_mode"
+        )
+    metric_name = _required(raw, "metric_name", line)
+    if metric_name not in METRICS:
+        raise LigerFormatError(
+            f"{metric_name!r} is not one of speed, memory", line=line, column="metric_name"
+        )
+    metric, unit = METRICS[metric_name]
+    if raw["metric_unit"].strip() != unit:
+        raise LigerFormatError(
+            f"unit {raw['metric_unit']!r} does not match metric {metric_name!r} (expected {unit!r})",
+            line=line,
+            column="metric_unit",
+        )
+    y50, y20, y80 = (_number(raw[c], line, c) for c in ("y_value_50", "y_value_20", "y_value_80"))
+    gpu_name = _required(raw, "gpu_name", line)
+    observed_at = _timestamp(_required(raw, "timestamp", line), line)
+    x_name = _required(raw, "x_name", line)
+    x_raw = _required(raw, "x_value", line)
+    x_value = _x_value(x_raw)
+    config = _config(raw["extra_benchmark_config_str"], line)
+    dtype = _dtype(config, line)
+
+    parameters = {k: v for k, v in config.items() if k != "dtype"}
+    parameters[x_name] = x_value if x_value is not None else x_raw
+    workload_spec = {
+        "kernel": kernel,
+        "parameters": parameters,
+        "dtype": dtype or None,
+        "sweep": {"name": x_name, "label": raw["x_label"].strip()},
+        "tensors": catalog.tensors_for(kernel, parameters, dtype),
+    }
+    workload_digest = _spec_digest(workload_spec)
+    slug = _workload_slug(parameters, dtype)
+    environment_spec = _environment_spec(gpu_name)
+    environment_digest = _spec_digest(environment_spec)
+    protocol_spec = PROTOCOLS[metric]
+    protocol_digest = _spec_digest(protocol_spec)
+    implementation_spec = _implementation_spec(kernel, provider, raw["liger_version"].strip(), config)
+    implementation_digest = _spec_digest(implementation_spec)
+    gpu_slug = slugify(gpu_name)
+    comparison_key = digests.comparison_key(
+        kernel=kernel,
+        operation_mode=mode,
+        metric=metric,
+        workload_digest=workload_digest,
+        family=protocol_spec["comparabilityFamily"],
+        gpu=environment_spec["product"],
+    )
+    pass_segment = mode if metric == "latency" else f"{mode}-{metric}"
+    external_id = "/".join(
+        [kernel, pass_segment, provider, gpu_slug, slug, observed_at.strftime("%Y-%m-%d-%H-%M-%S")]
+    )
+    upstream_key = digests.digest(
+        [
+            raw[c]
+            for c in (
+                "kernel_name",
+                "kernel_provider",
+                "kernel_operation_mode",
+                "metric_name",
+                "x_name",
+                "x_value",
+                "extra_benchmark_config_str",
+                "gpu_name",
+            )
+        ]
+    )
+    labels = {"liger_version": raw["liger_version"].strip()}
+    if release:
+        labels["release"] = release
+    source_metrics = {f"{unit}_20": y20, f"{unit}_50": y50, f"{unit}_80": y80}
+    run = {
+        "operation_mode": mode,
+        "metric": metric,
+        "unit": unit,
+        "median": y50,
+        "p20": y20,
+        "p80": y80,
+        "source_metrics": source_metrics,
+        "observed_at": observed_at,
+        "source_status": "passed",
+        "correctness_note": "Passed, as asserted by the source; its correctness policy was not published.",
+        "external_id": external_id,
+        "upstream_key": upstream_key,
+        "labels": labels,
+        "comparison_key": comparison_key,
+    }
+    manifest = build_manifest(
+        run=run,
+        kernel=kernel,
+        source=SOURCE,
+        implementation=(implementation_spec, implementation_digest),
+        workload=(workload_spec, workload_digest),
+        protocol=(protocol_spec, protocol_digest),
+        environment=(environment_spec, environment_digest, gpu_slug),
+    )
+    run["manifest"] = manifest
+    run["digest"] = digests.digest(manifest)
+    return LigerRow(
+        line=line,
+        kernel={
+            "slug": kernel,
+            "name": catalog.KERNEL_NAMES.get(kernel, kernel.replace("_", " ").capitalize()),
+        },
+        implementation={
+            "provider": provider,
+            "project": implementation_spec["project"],
+            "project_url": implementation_spec["projectUrl"],
+            "revision": implementation_spec["revision"],
+            "description": implementation_spec["description"],
+            "spec": implementation_spec,
+            "digest": implementation_digest,
+        },
+        workload={
+            "parameters": parameters,
+            "tensors": workload_spec["tensors"],
+            "dtype": dtype,
+            "x_name": x_name,
+            "x_label": raw["x_label"].strip(),
+            "x_value": x_value,
+            "slug": slug,
+            "summary": _workload_summary(parameters, x_name, dtype),
+            "reference_asserted": False,
+            "spec": workload_spec,
+            "digest": workload_digest,
+        },
+        protocol={
+            "slug": slugify(protocol_spec["name"]),
+            "name": protocol_spec["name"],
+            "harness": protocol_spec["harness"],
+            "harness_repository": protocol_spec["harnessRepository"],
+            "timer": protocol_spec["timer"],
+            "statistic": protocol_spec["statistic"],
+            "comparability_family": protocol_spec["comparabilityFamily"],
+            "notes": protocol_spec["notes"],
+            "spec": protocol_spec,
+            "digest": protocol_digest,
+        },
+        environment={
+            "slug": gpu_slug,
+            "vendor": environment_spec["vendor"],
+            "product": environment_spec["product"],
+            "form_factor": environment_spec["formFactor"],
+            "architecture": environment_spec["architecture"],
+            "software": environment_spec["software"],
+            "spec": environment_spec,
+            "digest": environment_digest,
+        },
+        run=run,
+    )
+
+
+def build_manifest(*, run, kernel, source, implementation, workload, protocol, environment) -> dict:
+    """The run's canonical manifest; its digest is the run's digest. Evidence level and
+    withdrawal are deliberately outside it: they change, a digest never does."""
+    implementation_spec, implementation_digest = implementation
+    workload_spec, workload_digest = workload
+    protocol_spec, protocol_digest = protocol
+    environment_spec, environment_digest, environment_name = environment
+    return {
+        "apiVersion": digests.API_VERSION,
+        "kind": "RunManifest",
+        "items": [
+            {
+                "apiVersion": digests.API_VERSION,
+                "kind": "BenchmarkRun",
+                "metadata": {
+                    "externalId": run["external_id"],
+                    "source": {"name": source["name"], "url": source["url"], "license": source["license"]},
+                    "observedAt": run["observed_at"].strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    "labels": run["labels"],
+                },
+                "spec": {
+                    "kernel": kernel,
+                    "implementation": {**implementation_spec, "digest": implementation_digest},
+                    "workload": {**workload_spec, "digest": workload_digest},
+                    "operationMode": run["operation_mode"],
+                    "metric": run["metric"],
+                    "unit": run["unit"],
+                    "results": {
+                        "median": run["median"],
+                        "p20": run["p20"],
+                        "p80": run["p80"],
+                        "sourceMetrics": run["source_metrics"],
+                    },
+                    "correctness": {"status": run["source_status"], "note": run["correctness_note"]},
+                    "protocolRef": protocol_digest,
+                    "environmentRef": environment_digest,
+                    "comparisonKey": run["comparison_key"],
+                },
+            },
+            {
+                "apiVersion": digests.API_VERSION,
+                "kind": "BenchmarkProtocol",
+                "metadata": {"name": protocol_spec["name"], "digest": protocol_digest},
+                "spec": protocol_spec,
+            },
+            {
+                "apiVersion": digests.API_VERSION,
+                "kind": "ExecutionEnvironment",
+                "metadata": {"name": environment_name, "digest": environment_digest},
+                "spec": environment_spec,
+            },
+        ],
+    }
+
+
+@lru_cache(maxsize=4096)
+def _digest_of_json(text: str) -> str:
+    return digests.digest(json.loads(text))
+
+
+def _spec_digest(spec: dict) -> str:
+    # Specs repeat across thousands of rows; hash each distinct one once.
+    return _digest_of_json(json.dumps(spec, sort_keys=True))
+
+
+def _timestamp(value: str, line: int) -> datetime:
+    try:
+        return datetime.strptime(value, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+    except ValueError:
+        raise LigerFormatError(
+            f"{value!r} is not a timestamp of the form YYYY-MM-DD HH:MM:SS", line=line, column="timestamp"
+        ) from None
+
+
+def _x_value(value: str) -> int | float | None:
+    """A number where the sweep is numeric; None where it names something (e.g. a model)."""
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    if not math.isfinite(number):
+        return None
+    return int(number) if number.is_integer() else number
+
+
+def _config(value: str, line: int) -> dict:
+    if not value.strip():
+        return {}
+    try:
+        config = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise LigerFormatError(
+            f"invalid JSON ({exc.msg} at character {exc.pos})", line=line, column="extra_benchmark_config_str"
+        ) from None
+    if not isinstance(config, dict):
+        raise LigerFormatError("expected a JSON object", line=line, column="extra_benchmark_config_str")
+    return config
+
+
+def _dtype(config: dict, line: int) -> str:
+    for key, value in config.items():
+        if isinstance(value, str) and value.startswith("torch.") and value not in catalog.DTYPES:
+            raise LigerFormatError(
+                f"unknown dtype {value!r} in {key!r}", line=line, column="extra_benchmark_config_str"
+            )
+    value = config.get("dtype")
+    if value is None:
+        return ""
+    if value not in catalog.DTYPES:
+        raise LigerFormatError(f"unknown dtype {value!r}", line=line, column="extra_benchmark_config_str")
+    return catalog.DTYPES[value]
+
+
+def _numeric_parameters(parameters: dict) -> list[tuple[str, int | float]]:
+    named = {}
+    for name, value in parameters.items():
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        alias = catalog.PARAMETER_ALIASES.get(name, re.sub(r"[^0-9a-zA-Z_]", "", name).lower())
+        named[alias if alias not in named else name.lower()] = value
+    return sorted(named.items())
+
+
+def _format(value) -> str:
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+
+def _workload_slug(parameters: dict, dtype: str) -> str:
+    parts = [f"{name}{_format(value)}" for name, value in _numeric_parameters(parameters)]
+    if not parts:  # a sweep over names: the name itself identifies the workload
+        parts = [slugify(str(v)) for v in parameters.values() if isinstance(v, str)]
+    return "-".join(parts + ([dtype] if dtype else [])) or "default"
+
+
+def _workload_summary(parameters: dict, x_name: str, dtype: str) -> str:
+    x_alias = catalog.PARAMETER_ALIASES.get(x_name, x_name)
+    numeric = _numeric_parameters(parameters)
+    ordered = [p for p in numeric if p[0] == x_alias] + [p for p in numeric if p[0] != x_alias]
+    parts = [f"{name} {_format(value)}" for name, value in ordered]
+    if x_alias not in dict(numeric):
+        parts.insert(0, f"{x_name} {parameters.get(x_name)}")
+    return ", ".join(parts + ([dtype] if dtype else []))
+
+
+def _environment_spec(gpu_name: str) -> dict:
+    vendor, product, form_factor, architecture = catalog.GPUS.get(
+        gpu_name, (gpu_name.split()[0], gpu_name, "", "")
+    )
+    return {
+        "gpu": {"name": gpu_name},
+        "vendor": vendor,
+        "product": product,
+        "formFactor": form_factor,
+        "architecture": architecture,
+        # The source records none of CUDA, driver or torch versions.
+        "software": {},
+    }
+
+
+def _implementation_spec(kernel: str, provider: str, liger_version: str, config: dict) -> dict:
+    project, url = catalog.PROJECTS.get(
+        provider,
+        ("Liger-Kernel", catalog.LIGER_REPOSITORY) if provider.startswith("liger") else (provider, ""),
+    )
+    revision = liger_version if project == "Liger-Kernel" else ""
+    description = f"{project} implementation of {catalog.KERNEL_NAMES.get(kernel, kernel)}"
+    if provider == "huggingface" and kernel in {"geglu", "swiglu"}:
+        description = f"LlamaMLP with {config.get('hidden_act', 'its default activation')}"
+    return {
+        "kernel": kernel,
+        "provider": provider,
+        "project": project,
+        "projectUrl": url,
+        "revision": revision,
+        "description": description,
+    }

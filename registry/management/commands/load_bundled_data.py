@@ -1,0 +1,21 @@
+import sys
+
+from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
+
+from registry.services import ImportRejected, bundled_data_load
+
+
+class Command(BaseCommand):
+    help = "Import every data set that ships with KernelIndex. Safe to run again: unchanged data changes nothing."
+
+    def handle(self, *args, **options):
+        bar = tqdm(desc="Loading bundled data", unit="row", disable=not sys.stderr.isatty(), file=sys.stderr)
+        try:
+            summaries = bundled_data_load(progress=bar.update)
+        except ImportRejected as exc:
+            raise CommandError(f"Load refused, nothing was written. {exc}") from None
+        finally:
+            bar.close()
+        for name, summary in summaries.items():
+            self.stdout.write(self.style.SUCCESS(f"{name}: {summary}"))

@@ -1,0 +1,230 @@
+"""The registry: who ran what, on which workload, how it was timed, where, and what it measured.
+
+Specs (workload, protocol, environment, implementation) are content-addressed: each row stores the
+sha256 digest of its canonical spec, so re-importing the same data finds the same rows.
+"""
+
+from django.db import models
+from django.urls import reverse
+
+
+class EvidenceLevel(models.TextChoices):
+    REPORTED = "reported", "Reported"
+    MEASURED = "measured", "Measured"
+    REPRODUCED = "reproduced", "Reproduced"
+
+
+EVIDENCE_EXPLANATIONS = {
+    EvidenceLevel.REPORTED: "The source published it; KernelIndex has not checked it.",
+    EvidenceLevel.MEASURED: "Produced by a KernelIndex-controlled run, with raw samples and a "
+    "captured environment.",
+    EvidenceLevel.REPRODUCED: "A KernelIndex-controlled rerun on the same GPU model agreed with "
+    "the recorded value within the protocol's tolerance.",
+}
+
+
+class TimedPass(models.TextChoices):
+    FORWARD = "forward", "Forward"
+    BACKWARD = "backward", "Backward"
+    FULL = "full", "Full (forward + backward)"
+
+
+class Metric(models.TextChoices):
+    LATENCY = "latency", "Latency"
+    MEMORY = "memory", "Peak memory"
+
+
+class Source(models.Model):
+    slug = models.SlugField(unique=True)
+    name = models.CharField(max_length=200)
+    url = models.URLField(blank=True)
+    license = models.CharField(max_length=100, blank=True)
+    license_url = models.URLField(blank=True)
+    description = models.TextField(blank=True)
+
+    def __str__(self):
+        return self.name
+
+    def get_absolute_url(self):
+        return reverse("registry:source-detail", args=[self.slug])
+
+
+class SourceImport(models.Model):
+    """One import of one file into a source: the source page's import history."""
+
+    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="imports")
+    filename = models.CharField(max_length=500)
+    file_digest = models.CharField(max_length=80)
+    release = models.CharField(max_length=100, blank=True)
+    imported_at = models.DateTimeField(auto_now_add=True)
+    rows = models.PositiveIntegerField(default=0)
+    created = models.PositiveIntegerField(default=0)
+    unchanged = models.PositiveIntegerField(default=0)
+    superseded = models.PositiveIntegerField(default=0)
+    withdrawn = models.PositiveIntegerField(default=0)
+    restored = models.PositiveIntegerField(default=0, help_text="Withdrawn runs listed again.")
+
+    class Meta:
+        ordering = ["-imported_at", "-pk"]
+
+    def __str__(self):
+        return f"{self.source} · {self.filename} · {self.imported_at:%Y-%m-%d %H:%M}"
+
+
+class Kernel(models.Model):
+    slug = models.SlugField(max_length=100, unique=True)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    def get_absolute_url(self):
+        return reverse("registry:kernel-detail", args=[self.slug])
+
+
+class Implementation(models.Model):
+    kernel = models.ForeignKey(Kernel, on_delete=models.PROTECT, related_name="implementations")
+    provider = models.CharField(max_length=100, help_text="As the source names it.")
+    project = models.CharField(max_length=200)
+    project_url = models.URLField(blank=True)
+    revision = models.CharField(max_length=100, blank=True, help_text="Blank when unknown.")
+    description = models.CharField(max_length=300, blank=True)
+    spec = models.JSONField()
+    digest = models.CharField(max_length=80, unique=True)
+
+    class Meta:
+        ordering = ["kernel__name", "provider"]
+
+    def __str__(self):
+        return f"{self.provider} ({self.kernel.slug})"
+
+
+class Workload(models.Model):
+    kernel = models.ForeignKey(Kernel, on_delete=models.PROTECT, related_name="workloads")
+    parameters = models.JSONField()
+    tensors = models.JSONField(default=list, help_text="[{name, dtype, shape}] where known.")
+    dtype = models.CharField(max_length=20, blank=True)
+    x_name = models.CharField(max_length=50, help_text="The swept parameter, as the source names it.")
+    x_label = models.CharField(max_length=100, blank=True)
+    x_value = models.FloatField(null=True, blank=True)
+    slug = models.CharField(max_length=300)
+    summary = models.CharField(max_length=300)
+    reference_asserted = models.BooleanField(default=False)
+    spec = models.JSONField()
+    digest = models.CharField(max_length=80, unique=True)
+
+    def __str__(self):
+        return f"{self.kernel.slug}: {self.summary}"
+
+
+class Protocol(models.Model):
+    slug = models.SlugField(max_length=100)
+    name = models.CharField(max_length=200)
+    harness = models.CharField(max_length=200)
+    harness_repository = models.URLField(blank=True)
+    timer = models.CharField(max_length=100)
+    statistic = models.CharField(max_length=50)
+    comparability_family = models.CharField(max_length=100)
+    notes = models.TextField(blank=True)
+    spec = models.JSONField()
+    digest = models.CharField(max_length=80, unique=True)
+
+    def __str__(self):
+        return self.name
+
+
+class Environment(models.Model):
+    slug = models.SlugField(max_length=100, help_text="The GPU model, e.g. nvidia-a100-sxm4-80gb.")
+    vendor = models.CharField(max_length=100)
+    product = models.CharField(max_length=200)
+    form_factor = models.CharField(max_length=50, blank=True)
+    architecture = models.CharField(max_length=50, blank=True)
+    software = models.JSONField(default=dict, blank=True)
+    spec = models.JSONField()
+    digest = models.CharField(max_length=80, unique=True)
+
+    class Meta:
+        ordering = ["product"]
+
+    def __str__(self):
+        return self.product
+
+
+class BenchmarkRunQuerySet(models.QuerySet):
+    def public(self):
+        """What every public view, endpoint and export starts from."""
+        return self.select_related(
+            "kernel", "implementation", "workload", "protocol", "environment", "source"
+        )
+
+    def current(self):
+        """Runs still listed by their source and not replaced by a newer row."""
+        return self.filter(withdrawn=False, superseded_by__isnull=True)
+
+
+class BenchmarkRun(models.Model):
+    source = models.ForeignKey(Source, on_delete=models.PROTECT, related_name="runs")
+    kernel = models.ForeignKey(Kernel, on_delete=models.PROTECT, related_name="runs")
+    implementation = models.ForeignKey(Implementation, on_delete=models.PROTECT, related_name="runs")
+    workload = models.ForeignKey(Workload, on_delete=models.PROTECT, related_name="runs")
+    protocol = models.ForeignKey(Protocol, on_delete=models.PROTECT, related_name="runs")
+    environment = models.ForeignKey(Environment, on_delete=models.PROTECT, related_name="runs")
+    operation_mode = models.CharField(max_length=10, choices=TimedPass.choices)
+    metric = models.CharField(max_length=10, choices=Metric.choices)
+    unit = models.CharField(max_length=10)
+    median = models.FloatField()
+    p20 = models.FloatField()
+    p80 = models.FloatField()
+    source_metrics = models.JSONField(default=dict, help_text="As the source names them.")
+    observed_at = models.DateTimeField()
+    source_status = models.CharField(max_length=50, default="passed")
+    correctness_note = models.CharField(max_length=300, blank=True)
+    external_id = models.CharField(max_length=400, unique=True)
+    upstream_key = models.CharField(
+        max_length=80, db_index=True, help_text="Digest of the source's own key for the row."
+    )
+    labels = models.JSONField(default=dict, blank=True)
+    evidence_level = models.CharField(
+        max_length=12, choices=EvidenceLevel.choices, default=EvidenceLevel.REPORTED
+    )
+    comparison_key = models.CharField(max_length=80)
+    rank = models.PositiveIntegerField(null=True, blank=True)
+    group_size = models.PositiveIntegerField(null=True, blank=True)
+    digest = models.CharField(max_length=80, unique=True)
+    manifest = models.JSONField()
+    withdrawn = models.BooleanField(default=False)
+    withdrawn_at = models.DateTimeField(null=True, blank=True)
+    superseded_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="supersedes"
+    )
+    first_import = models.ForeignKey(
+        SourceImport, null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
+    )
+    published_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = BenchmarkRunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["kernel__slug", "external_id"]
+        indexes = [
+            models.Index(fields=["comparison_key", "rank"]),
+            models.Index(fields=["kernel", "environment", "operation_mode", "metric"]),
+            models.Index(fields=["evidence_level"]),
+            models.Index(fields=["withdrawn"]),
+            models.Index(fields=["-published_at"]),
+        ]
+
+    def __str__(self):
+        return self.external_id
+
+    def get_absolute_url(self):
+        return reverse("registry:run-detail", args=[self.pk])
+
+    @property
+    def is_current(self):
+        return not self.withdrawn and self.superseded_by_id is None

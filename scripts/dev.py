@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""The two README commands: `python3 scripts/dev.py run` and `python3 scripts/dev.py test`.
+
+Needs only Python 3.11+ and git. `run` makes `.venv`, installs, migrates, loads the bundled data
+and serves the site on http://127.0.0.1:8000 with a Celery worker beside it (SQLite and the
+embedded filesystem broker unless DATABASE_URL / CELERY_BROKER_URL say otherwise). `test`
+installs what the tests need and runs the whole suite; extra arguments go to pytest.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".venv"
+PYTHON = VENV / "bin" / "python"
+# The CPU build of torch that these machines keep on disk; any other spelling downloads CUDA.
+TORCH = "torch==2.13.0"
+
+
+def sh(*args, env=None):
+    print("+", " ".join(map(str, args)), flush=True)
+    subprocess.run([str(a) for a in args], check=True, cwd=ROOT, env=env)
+
+
+def ensure_venv():
+    if not PYTHON.exists():
+        venv.EnvBuilder(with_pip=True).create(VENV)
+        sh(PYTHON, "-m", "pip", "install", "-q", "--upgrade", "pip")
+
+
+def pip_install(*requirements):
+    sh(PYTHON, "-m", "pip", "install", "-q", *requirements)
+
+
+def ensure_chromium():
+    """Browser tests drive Debian's chromium through Playwright (never `playwright install`)."""
+    if Path("/usr/bin/chromium").exists():
+        return
+    if shutil.which("apt-get") and os.geteuid() == 0:
+        sh("apt-get", "update", "-qq")
+        sh("apt-get", "install", "-y", "-qq", "chromium")
+    else:
+        print("chromium is not installed and cannot be installed here; browser tests will be skipped.")
+
+
+def ensure_worker_requirements():
+    """The CPU harness runs in the test suite; torch goes first so pip keeps the CPU build."""
+    worker = ROOT / "requirements-worker.txt"
+    if worker.exists():
+        pip_install(TORCH)
+        pip_install("-r", worker)
+
+
+def base_env(**extra):
+    env = dict(os.environ)
+    env.setdefault("DEBUG", "1")
+    env.update(extra)
+    return env
+
+
+def run():
+    ensure_venv()
+    pip_install("-r", ROOT / "requirements.txt")
+    env = base_env()
+    manage = [PYTHON, ROOT / "manage.py"]
+    sh(*manage, "migrate", "--noinput", env=env)
+    sh(*manage, "load_bundled_data", env=env)
+    worker = subprocess.Popen(
+        [
+            PYTHON,
+            "-m",
+            "celery",
+            "-A",
+            "kernelindex",
+            "worker",
+            "-Q",
+            "default,gpu.cpu",
+            "-c",
+            "1",
+            "-l",
+            "info",
+        ],
+        cwd=ROOT,
+        env=env,
+    )
+    try:
+        sh(*manage, "runserver", "127.0.0.1:8000", env=env)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=30)
+
+
+def test(pytest_args):
+    ensure_venv()
+    pip_install("-r", ROOT / "requirements-test.txt")
+    ensure_worker_requirements()
+    ensure_chromium()
+    sys.exit(subprocess.run([PYTHON, "-m", "pytest", *pytest_args], cwd=ROOT, env=base_env()).returncode)
+
+
+if __name__ == "__main__":
+    command = sys.argv[1] if len(sys.argv) > 1 else ""
+    if command == "run":
+        run()
+    elif command == "test":
+        test(sys.argv[2:])
+    else:
+        sys.exit("usage: python3 scripts/dev.py run | test [pytest arguments]")
