@@ -1,4 +1,4 @@
-"""Every change of registry state goes through a function here, in one transaction."""
+"""Importing source data: runs created, kept, superseded or withdrawn, and group ranks."""
 
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
@@ -20,7 +20,7 @@ from registry.models import (
     Workload,
 )
 
-BUNDLED_LIGER_CSV = Path(__file__).resolve().parent / "data" / "liger-kernel" / "all_benchmark_data.csv"
+BUNDLED_LIGER_CSV = Path(__file__).resolve().parent.parent / "data" / "liger-kernel" / "all_benchmark_data.csv"
 BATCH_SIZE = 1000
 
 

@@ -1,0 +1,13 @@
+"""Every change of registry state goes through a function in this package, in one transaction.
+
+imports: the Liger importer and comparison-group ranks. reruns: controlled rerun and measure jobs.
+"""
+
+from registry.services.imports import (  # noqa: F401
+    BUNDLED_LIGER_CSV,
+    ImportRejected,
+    ImportSummary,
+    bundled_data_load,
+    groups_rerank,
+    liger_import,
+)
