@@ -116,6 +116,10 @@ class Panel:
         return render_svg(self)
 
 
+def _y_tick(value: float) -> str:
+    return f"{value:,.0f}" if float(value).is_integer() else significant(value, 3)
+
+
 def _tick(value) -> str:
     if isinstance(value, str):
         return value
@@ -273,7 +277,7 @@ def render_svg(panel: Panel) -> SafeString:
         y = y_of(tick)
         out.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{y:.1f}" y2="{y:.1f}"/>')
         out.append(
-            f'<text class="tick" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{escape(significant(tick, 3) if tick else "0")}</text>'
+            f'<text class="tick" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{escape(_y_tick(tick))}</text>'
         )
     for tick in x_ticks:
         x = x_of(tick)

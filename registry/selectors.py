@@ -215,6 +215,14 @@ class CompareSection:
     def differing(self) -> int:
         return sum(row["differs"] for row in self.rows)
 
+    @property
+    def differing_rows(self) -> list[dict]:
+        return [row for row in self.rows if row["differs"]]
+
+    @property
+    def same_rows(self) -> list[dict]:
+        return [row for row in self.rows if not row["differs"]]
+
 
 def _row(label, a, b):
     return {"label": label, "a": a, "b": b, "differs": a != b}
