@@ -182,7 +182,10 @@ class TestCompareWithTheBest:
         assert response.status_code == 200
         text = text_of(response)
         assert "Not comparable:" in text
-        assert f"different GPU: {reference.environment.product} vs {other.environment.product}" in text
+        assert f"different GPU : {reference.environment.product} vs {other.environment.product}" in text
+        assert {"field": "GPU", "a": reference.environment.product, "b": other.environment.product} in response.context[
+            "breaks"
+        ]
 
 
 @pytest.mark.django_db
