@@ -134,6 +134,8 @@ def compare_form(request):
 
 
 def _run_pk(name: str) -> int | None:
+    if "\x00" in name:
+        return None
     if name.isdigit():
         return int(name) if len(name) < 19 else None
     run = selectors.search_exact_run(name) if name else None
