@@ -30,7 +30,14 @@ GPUS = ["NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA GeForce RTX 40
 CONFIG = {"bsz": 8, "hidden_size": 4096, "intermediate_size": 11008, "hidden_act": "gelu_pytorch_tanh"}
 
 
-def liger_rows(*, kernels=("geglu",), providers=("liger", "huggingface"), gpus=1, xs=(1024, 2048), modes=("forward", "backward")):
+def liger_rows(
+    *,
+    kernels=("geglu",),
+    providers=("liger", "huggingface"),
+    gpus=1,
+    xs=(1024, 2048),
+    modes=("forward", "backward"),
+):
     """Rows shaped like the bundled file: every combination, with distinct medians."""
     rows = []
     for kernel in kernels:
@@ -52,7 +59,9 @@ def liger_rows(*, kernels=("geglu",), providers=("liger", "huggingface"), gpus=1
                                 "y_value_50": median,
                                 "y_value_20": median * 0.98,
                                 "y_value_80": median * 1.02,
-                                "extra_benchmark_config_str": json.dumps({**CONFIG, "dtype": "torch.bfloat16"}),
+                                "extra_benchmark_config_str": json.dumps(
+                                    {**CONFIG, "dtype": "torch.bfloat16"}
+                                ),
                                 "gpu_name": gpu,
                                 "timestamp": "2024-09-03 15:38:42",
                                 "liger_version": "0.2.1",

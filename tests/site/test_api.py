@@ -134,7 +134,9 @@ class TestOtherEndpoints:
         assert len(groups) == response.json()["count"] == 12
         assert {g["size"] for g in groups} == {2}
         key = groups[0]["comparison_key"]
-        assert groups[0]["best"] == min(BenchmarkRun.objects.filter(comparison_key=key).values_list("median", flat=True))
+        assert groups[0]["best"] == min(
+            BenchmarkRun.objects.filter(comparison_key=key).values_list("median", flat=True)
+        )
 
     def test_kernels_implementations_environments_sources(self, client, registry):
         assert client.get(reverse("kernel-list")).json()["results"][0]["slug"] == "geglu"

@@ -160,7 +160,9 @@ NAMES = st.sampled_from(
         "format",
     ]
 ) | st.text(min_size=1, max_size=12)
-VALUES = st.text(max_size=40) | st.sampled_from(["T:", ":", "T:1e999", "nan", "-1", "0", "9" * 30, "last", "x:y:z"])
+VALUES = st.text(max_size=40) | st.sampled_from(
+    ["T:", ":", "T:1e999", "nan", "-1", "0", "9" * 30, "last", "x:y:z"]
+)
 QUERIES = st.lists(st.tuples(NAMES, VALUES), max_size=5)
 FUZZED = [
     reverse("registry:kernel-detail", args=["geglu"]),

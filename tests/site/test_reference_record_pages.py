@@ -58,7 +58,9 @@ class TestReferenceRunPage:
         headings = re.findall(r"<h2 id=\"[^\"]+\">([^<]+)</h2>", response.content.decode())
         assert headings == SECTIONS
 
-    def test_primary_measurement_has_median_rank_and_compare_with_first(self, client, bundled, reference, best):
+    def test_primary_measurement_has_median_rank_and_compare_with_first(
+        self, client, bundled, reference, best
+    ):
         response = client.get(reverse("registry:run-detail", args=[reference.pk]))
         text = text_of(response)
         assert "144.2 ms" in text
@@ -175,17 +177,20 @@ class TestCompareWithTheBest:
             implementation__provider="huggingface",
             workload=reference.workload,
         ).exclude(environment__product=reference.environment.product)
-        other = other_gpu.first() or BenchmarkRun.objects.exclude(
-            environment__product=reference.environment.product
-        ).first()
+        other = (
+            other_gpu.first()
+            or BenchmarkRun.objects.exclude(environment__product=reference.environment.product).first()
+        )
         response = client.get(reverse("registry:compare", args=[reference.pk, other.pk]))
         assert response.status_code == 200
         text = text_of(response)
         assert "Not comparable:" in text
         assert f"different GPU : {reference.environment.product} vs {other.environment.product}" in text
-        assert {"field": "GPU", "a": reference.environment.product, "b": other.environment.product} in response.context[
-            "breaks"
-        ]
+        assert {
+            "field": "GPU",
+            "a": reference.environment.product,
+            "b": other.environment.product,
+        } in response.context["breaks"]
 
 
 @pytest.mark.django_db
@@ -217,7 +222,8 @@ class TestKernelPage:
 
     def test_chart_table_fallback_holds_the_reference_figure(self, client, bundled, reference):
         response = client.get(
-            reverse("registry:kernel-detail", args=["geglu"]), {"operation_mode": "backward", "metric": "latency"}
+            reverse("registry:kernel-detail", args=["geglu"]),
+            {"operation_mode": "backward", "metric": "latency"},
         )
         body = response.content.decode()
         assert f'<a href="{reference.get_absolute_url()}">144.21</a>' in body
