@@ -6,7 +6,7 @@ are the site's (`registry.filters.RunFilter`), so a bad value is a 400 naming th
 import hashlib
 import json
 
-from django.db.models import Count, Prefetch
+from django.db.models import Count, OuterRef, Prefetch, Subquery
 from django.http import HttpResponse
 from django.utils.cache import get_conditional_response
 from django.utils.http import http_date
@@ -15,6 +15,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import exceptions, mixins, renderers, viewsets
 from rest_framework.decorators import action
+from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -102,12 +103,23 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
     pagination_class = RegistryPagination
     lookup_value_regex = r"[0-9]{1,18}"
 
+    def get_queryset(self):
+        runs = super().get_queryset()
+        if self.action == "retrieve":
+            # Ranks are recomputed in bulk at each import without touching updated_at, so the
+            # source's latest import also bounds when this run's representation last changed.
+            latest = SourceImport.objects.filter(source=OuterRef("source")).order_by("-imported_at")
+            runs = runs.annotate(source_imported_at=Subquery(latest.values("imported_at")[:1]))
+        return runs
+
     def retrieve(self, request, *args, **kwargs):
         run = self.get_object()
         data = self.get_serializer(run).data
         body = json.dumps(data, sort_keys=True, default=str).encode()
         etag = '"' + hashlib.sha256(body).hexdigest()[:40] + '"'
-        last_modified = max(filter(None, [run.updated_at, run.published_at, run.withdrawn_at]))
+        last_modified = max(
+            filter(None, [run.updated_at, run.published_at, run.withdrawn_at, run.source_imported_at])
+        )
         return conditional(request, etag=etag, last_modified=last_modified, build=lambda: Response(data))
 
     @extend_schema(
@@ -266,8 +278,20 @@ EXPORT_PARAMETERS = [
 ]
 
 
+class FirstRendererNegotiation(BaseContentNegotiation):
+    """A download link answers whatever the client's Accept header says: the body is CSV or
+    JSON Lines, and an error is JSON."""
+
+    def select_parser(self, request, parsers):
+        return parsers[0]
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
 class _ExportView(APIView):
     pagination_class = None
+    content_negotiation_class = FirstRendererNegotiation
 
     def runs(self, request):
         filterset = RunFilter(request.query_params, queryset=BenchmarkRun.objects.public())

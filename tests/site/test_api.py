@@ -200,3 +200,20 @@ class TestSchema:
         body = response.content.decode()
         assert "/static/drf_spectacular_sidecar/swagger-ui-dist/" in body
         assert "cdn." not in body and "unpkg" not in body
+
+
+@pytest.mark.django_db
+class TestExportDownloads:
+    @pytest.mark.parametrize("accept", ["text/html", "application/xml", "text/csv", "*/*"])
+    def test_a_download_link_works_whatever_the_accept_header(self, client, registry, accept):
+        response = client.get(reverse("export-csv"), headers={"accept": accept})
+        assert response.status_code == 200
+        assert response["Content-Type"] == "text/csv; charset=utf-8"
+        assert len(b"".join(response.streaming_content).splitlines()) == 25
+
+    def test_json_lines_download_names_its_file(self, client, registry):
+        response = client.get(reverse("export-jsonl"), {"kernel": "geglu"})
+        assert response.status_code == 200
+        assert response["Content-Type"] == "application/jsonl"
+        assert response["Content-Disposition"] == 'attachment; filename="kernelindex-manifests.jsonl"'
+        assert len(b"".join(response.streaming_content).splitlines()) == 24
