@@ -135,11 +135,7 @@ def panels_build(points: list[dict], *, limit: int = MAX_PANELS) -> tuple[list[P
     for row in points:
         x_name = row["workload__x_name"]
         key = (row["metric"], row["environment__slug"], row["operation_mode"], x_name)
-        fixed = {k: v for k, v in row["workload__parameters"].items() if k != x_name}
-        fixed_key = json.dumps({**fixed, "dtype": row["workload__dtype"]}, sort_keys=True, default=str)
-        grouped.setdefault(key, {"rows": [], "fixed": {}})
-        grouped[key]["rows"].append(row)
-        grouped[key]["fixed"].setdefault(fixed_key, _fixed_label(fixed, row["workload__dtype"]))
+        grouped.setdefault(key, {"rows": []})["rows"].append(row)
     ordered = sorted(
         grouped.items(),
         key=lambda item: (
@@ -153,16 +149,29 @@ def panels_build(points: list[dict], *, limit: int = MAX_PANELS) -> tuple[list[P
     return panels, max(0, len(ordered) - limit)
 
 
-def _fixed_label(fixed: dict, dtype: str) -> str:
-    parts = [f"{k} {v}" for k, v in sorted(fixed.items()) if not isinstance(v, dict | list)]
-    return ", ".join(parts + ([dtype] if dtype else []))
+def _fixed(row: dict) -> dict:
+    """The workload's settings other than the swept parameter, dtype included."""
+    fixed = {k: v for k, v in row["workload__parameters"].items() if k != row["workload__x_name"]}
+    return {**fixed, "dtype": row["workload__dtype"]}
+
+
+def _varying(rows: list[dict]) -> list[str]:
+    """The fixed settings that differ between the panel's sweeps: those name its lines."""
+    seen: dict[str, set] = {}
+    for row in rows:
+        for name, value in _fixed(row).items():
+            seen.setdefault(name, set()).add(json.dumps(value, sort_keys=True, default=str))
+    keys = set().union(*(_fixed(row).keys() for row in rows)) if rows else set()
+    return sorted(
+        name for name in keys if len(seen.get(name, ())) > 1 or any(name not in _fixed(row) for row in rows)
+    )
 
 
 def _panel(key: tuple, group: dict) -> Panel:
     rows = group["rows"]
     first = rows[0]
     categorical = any(r["workload__x_value"] is None for r in rows)
-    several_fixed = len(group["fixed"]) > 1
+    varying = _varying(rows)
     metric_label = "latency" if first["metric"] == "latency" else "peak memory"
     panel = Panel(
         key=key,
@@ -176,10 +185,10 @@ def _panel(key: tuple, group: dict) -> Panel:
     )
     by_series: dict[str, dict] = {}
     for row in sorted(rows, key=lambda r: r["id"]):
-        fixed = {k: v for k, v in row["workload__parameters"].items() if k != row["workload__x_name"]}
         label = row["implementation__provider"]
-        if several_fixed:
-            label += f" ({_fixed_label(fixed, row['workload__dtype'])})"
+        if varying:
+            fixed = _fixed(row)
+            label += " (" + ", ".join(f"{name} {fixed.get(name, '—')}" for name in varying) + ")"
         x = (
             str(row["workload__parameters"].get(row["workload__x_name"]))
             if categorical

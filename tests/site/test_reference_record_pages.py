@@ -230,6 +230,25 @@ class TestKernelPage:
 
 
 @pytest.mark.django_db
+class TestKernelPagePagination:
+    def test_448_runs_come_in_pages_of_50_without_repeats(self, client, bundled):
+        url = reverse("registry:kernel-detail", args=["fused_neighborhood_attention"])
+        seen = []
+        for number in range(1, 10):
+            response = client.get(url, {"page": number, "sort": "median"})
+            assert response.status_code == 200
+            seen += [run.pk for run in response.context["page"].object_list]
+        assert len(seen) == len(set(seen)) == 448
+        assert 'rel="next"' not in response.content.decode()
+
+    def test_a_lines_label_names_only_the_settings_that_differ(self, client, bundled):
+        response = client.get(reverse("registry:kernel-detail", args=["fused_neighborhood_attention"]))
+        labels = [s.label for s in response.context["panels"][0].series]
+        assert all("bias" not in label for label in labels)
+        assert len(set(labels)) == len(labels) > 1
+
+
+@pytest.mark.django_db
 class TestBulkExport:
     def test_csv_streams_every_public_run(self, client, bundled):
         response = client.get(reverse("export-csv"))
