@@ -120,3 +120,28 @@ class TestRanks:
         groups_rerank(keys=[worst.comparison_key])
         worst.refresh_from_db()
         assert (worst.rank, worst.group_size) == (1, 2)
+
+
+class TestComposedCanonicalisation:
+    """digests.canonical_bytes assembles the top levels itself; it must equal rfc8785 exactly."""
+
+    def test_every_bundled_manifest_matches_the_reference_serialiser(self):
+        from registry.services import BUNDLED_LIGER_CSV
+
+        for row in parse_file(BUNDLED_LIGER_CSV.read_bytes()):
+            assert digests.canonical_bytes(row.run["manifest"]) == rfc8785.dumps(row.run["manifest"])
+
+    @given(
+        st.recursive(
+            st.none()
+            | st.booleans()
+            | st.integers(-(2**53) + 1, 2**53 - 1)
+            | st.floats(allow_nan=False, allow_infinity=False)
+            | st.text(),
+            lambda children: st.lists(children, max_size=4)
+            | st.dictionaries(st.text(), children, max_size=4),
+            max_leaves=30,
+        )
+    )
+    def test_any_document_matches_the_reference_serialiser(self, document):
+        assert digests.canonical_bytes(document) == rfc8785.dumps(document)
