@@ -420,7 +420,8 @@ def median_interval(samples: list[float], z: float = 1.96) -> tuple[float | None
         return None, None
     ordered = sorted(samples)
     half = z * math.sqrt(n) / 2
-    low = max(math.floor(n / 2 - half), 0)
+    # Ranks j = ⌊n/2 − z√n/2⌋ and k = ⌈1 + n/2 + z√n/2⌉, counted from 1.
+    low = max(math.floor(n / 2 - half) - 1, 0)
     high = min(math.ceil(n / 2 + half), n - 1)
     return ordered[low], ordered[high]
 
@@ -462,6 +463,7 @@ def _measured_run_create(job: RerunJob) -> BenchmarkRun:
         **run,
     )
     groups_rerank(keys=[created.comparison_key])
+    created.refresh_from_db(fields=["rank", "group_size"])
     return created
 
 
