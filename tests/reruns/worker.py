@@ -101,8 +101,13 @@ class Worker:
         self.wait_for(lambda: " ready." in self.log(), timeout, "the worker to be ready")
         return self
 
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+    def log(self, since: int = 0) -> str:
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return text[since:]
+
+    def mark(self) -> int:
+        """Where the log ends now, for `log(since=...)`."""
+        return len(self.log())
 
     def wait_for(self, condition, timeout: float, what: str, interval: float = 0.05):
         deadline = time.monotonic() + timeout
