@@ -333,6 +333,7 @@ def rerun_record_result(*, job_id: int, lease: str, result: dict) -> RerunJob | 
         return None
     job.finished_at = timezone.now()
     job.environment = result.get("environment") or {}
+    job.worker_gpu = str(job.environment.get("gpu_name") or job.worker_gpu)[:200]
     job.protocol = result.get("protocol") or {}
     job.log = bounded_log(result.get("log") or "")
     problem = _result_problem(job, result)

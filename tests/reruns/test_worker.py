@@ -70,7 +70,7 @@ class TestCpuRunReproduced:
         assert set(levels) == {"measured"}  # never changed while queued or running
         run.refresh_from_db()
         assert run.evidence_level == "reproduced"
-        assert (rerun.attempts, rerun.worker_gpu) == (1, "")
+        assert (rerun.attempts, rerun.environment["gpu_slug"]) == (1, "cpu")
         assert abs(rerun.deviation) <= rerun.tolerance
 
 
