@@ -168,6 +168,10 @@ ACCOUNT_SIGNUP_FIELDS = ["email*", "username*", "password1*", "password2*"]
 ACCOUNT_EMAIL_VERIFICATION = "mandatory"
 ACCOUNT_RATE_LIMITS = {}  # None disables; {} keeps allauth's defaults on.
 LOGIN_REDIRECT_URL = "/"
+LOGIN_URL = "account_login"
+ACCOUNT_EMAIL_SUBJECT_PREFIX = "[KernelIndex] "
+# Submissions (attestations and issue reports) per user and per client address, "N/s|m|h|d".
+ATTESTATIONS_SUBMISSION_LIMITS = {"user": "10/h", "ip": "30/h"}
 if GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET:
     SOCIALACCOUNT_PROVIDERS = {
         "github": {"APPS": [{"client_id": GITHUB_CLIENT_ID, "secret": GITHUB_CLIENT_SECRET}]}
