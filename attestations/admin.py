@@ -149,14 +149,14 @@ class ModerationAdmin(admin.ModelAdmin):
         return self._reason_page(request, [obj], decision, form, change_url)
 
     def _decide(self, request, obj, decision, reason) -> bool:
-        label, call, _ = self.decisions[decision]
+        call = self.decisions[decision][1]
         try:
             call(obj, request.user, reason)
         except (services.TransitionNotAllowed, ValidationError, PermissionDenied) as exc:
             text = "; ".join(exc.messages) if isinstance(exc, ValidationError) else str(exc)
             self.message_user(request, f"{obj}: {text}", messages.ERROR)
             return False
-        self.message_user(request, f"{obj}: {label.lower()}.", messages.SUCCESS)
+        self.message_user(request, f"{obj} is now {obj.get_state_display().lower()}.", messages.SUCCESS)
         return True
 
     def _bulk(self, request, queryset, decision):
