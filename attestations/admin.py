@@ -181,7 +181,8 @@ class ModerationAdmin(admin.ModelAdmin):
             "form": form,
             "bulk": cancel_url is None,
             "action_name": action_name,
-            "cancel_url": cancel_url or reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist"),
+            "cancel_url": cancel_url
+            or reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist"),
             "action_checkbox_name": ACTION_CHECKBOX_NAME,
         }
         return TemplateResponse(request, "attestations/admin/reason.html", context)
@@ -195,7 +196,9 @@ class ModerationAdmin(admin.ModelAdmin):
                 extra["decision_buttons"] = [
                     (
                         self.decisions[d][0],
-                        reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_decide", args=[obj.pk, d]),
+                        reverse(
+                            f"admin:{self.opts.app_label}_{self.opts.model_name}_decide", args=[obj.pk, d]
+                        ),
                     )
                     for d in self.allowed_decisions(obj)
                 ]
@@ -222,16 +225,30 @@ class AttestationAdmin(ModerationAdmin):
     decisions = {
         "approve": (
             "Approve",
-            lambda obj, user, reason: services.attestation_approve(attestation=obj, moderator=user, reason=reason),
+            lambda obj, user, reason: services.attestation_approve(
+                attestation=obj, moderator=user, reason=reason
+            ),
             False,
         ),
         "reject": (
             "Reject",
-            lambda obj, user, reason: services.attestation_reject(attestation=obj, moderator=user, reason=reason),
+            lambda obj, user, reason: services.attestation_reject(
+                attestation=obj, moderator=user, reason=reason
+            ),
             True,
         ),
     }
-    list_display = ["id", "created_at", "kind", "state", "author", "run_link", "median", "unit", "gpu_product"]
+    list_display = [
+        "id",
+        "created_at",
+        "kind",
+        "state",
+        "author",
+        "run_link",
+        "median",
+        "unit",
+        "gpu_product",
+    ]
     list_display_links = ["id", "created_at"]
     list_filter = [
         AttestationQueueFilter,
@@ -264,7 +281,10 @@ class AttestationAdmin(ModerationAdmin):
     def allowed_decisions(self, obj):
         return [
             decision
-            for decision, state in (("approve", AttestationState.APPROVED), ("reject", AttestationState.REJECTED))
+            for decision, state in (
+                ("approve", AttestationState.APPROVED),
+                ("reject", AttestationState.REJECTED),
+            )
             if obj.state in services.ATTESTATION_TRANSITIONS[state]
         ]
 
@@ -307,7 +327,16 @@ class IssueReportAdmin(ModerationAdmin):
     search_fields = ["run__external_id", "reporter__username", "reporter__email", "description"]
     ordering = ["created_at", "pk"]
     actions = ["acknowledge_selected", "resolve_selected", "dismiss_selected"]
-    fields = ["run_page", "category", "state", "reporter_name", "created_at", "updated_at", "description", "resolution"]
+    fields = [
+        "run_page",
+        "category",
+        "state",
+        "reporter_name",
+        "created_at",
+        "updated_at",
+        "description",
+        "resolution",
+    ]
     readonly_fields = fields
 
     def allowed_decisions(self, obj):

@@ -54,7 +54,12 @@ class RunAttestationList(generics.ListAPIView):
 
     def get_queryset(self):
         run = get_object_or_404(BenchmarkRun.objects.public(), pk=self.kwargs["run_pk"])
-        return Attestation.objects.approved().filter(run=run).select_related("author").order_by("created_at", "pk")
+        return (
+            Attestation.objects.approved()
+            .filter(run=run)
+            .select_related("author")
+            .order_by("created_at", "pk")
+        )
 
 
 class AttestationListCreate(generics.ListAPIView):

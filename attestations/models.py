@@ -221,9 +221,9 @@ class AuditEntryQuerySet(models.QuerySet):
         raise TypeError("Audit entries are never deleted.")
 
     def for_object(self, obj):
-        return self.filter(
-            content_type=ContentType.objects.get_for_model(obj), object_id=obj.pk
-        ).order_by("created_at", "pk")
+        return self.filter(content_type=ContentType.objects.get_for_model(obj), object_id=obj.pk).order_by(
+            "created_at", "pk"
+        )
 
 
 class AuditEntry(models.Model):

@@ -22,7 +22,7 @@ class Limited:
 
 
 def parse_rate(rate: str) -> tuple[int, int]:
-    """"10/h" → (10, 3600)."""
+    """ "10/h" → (10, 3600)."""
     amount, _, period = rate.partition("/")
     return int(amount), PERIODS[period]
 

@@ -53,7 +53,7 @@ def reproduction_summary(run: BenchmarkRun, attestations: list[Attestation]) -> 
 
 
 def _gpu_key(product: str) -> str:
-    """"NVIDIA A100-SXM4-80GB", "a100 sxm4 80gb" and "NVIDIA A100 SXM4 80GB" are one GPU."""
+    """ "NVIDIA A100-SXM4-80GB", "a100 sxm4 80gb" and "NVIDIA A100 SXM4 80GB" are one GPU."""
     words = product.lower().replace("-", " ").split()
     if words[:1] == ["nvidia"]:
         words = words[1:]

@@ -88,7 +88,17 @@ class IssueReportSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = IssueReport
-        fields = ["id", "run", "category", "description", "state", "resolution", "created_at", "updated_at", "url"]
+        fields = [
+            "id",
+            "run",
+            "category",
+            "description",
+            "state",
+            "resolution",
+            "created_at",
+            "updated_at",
+            "url",
+        ]
         read_only_fields = fields
 
 

@@ -117,9 +117,7 @@ def attestation_submit(
         raise _duplicate()
     try:
         with transaction.atomic():
-            attestation = Attestation.objects.create(
-                run=run, author=author, content_digest=digest, **fields
-            )
+            attestation = Attestation.objects.create(run=run, author=author, content_digest=digest, **fields)
     except IntegrityError:  # the same content, submitted twice at once
         raise _duplicate() from None
     _audit(
@@ -472,9 +470,7 @@ def _to_moderators(entry, target, subject):
         .exclude(pk=entry.actor_id)
     )
     emails = [u.email for u in moderators]
-    admin_path = reverse(
-        f"admin:{target._meta.app_label}_{target._meta.model_name}_change", args=[target.pk]
-    )
+    admin_path = reverse(f"admin:{target._meta.app_label}_{target._meta.model_name}_change", args=[target.pk])
     body = render_to_string(
         "attestations/email/to_moderators.txt",
         {"entry": entry, "target": target, "url": settings.SITE_URL + admin_path},

@@ -78,5 +78,10 @@ class TestPages:
 
     def test_account_page_links_password_email_and_submissions(self, contributor_client):
         body = contributor_client.get(reverse("attestations:account")).content.decode()
-        for name in ("account_change_password", "account_email", "attestations:my-submissions", "account_logout"):
+        for name in (
+            "account_change_password",
+            "account_email",
+            "attestations:my-submissions",
+            "account_logout",
+        ):
             assert f'href="{reverse(name)}"' in body

@@ -40,11 +40,15 @@ def token_client(contributor):
 class TestPublicList:
     def test_lists_only_approved_attestations_of_the_run(self, client, runs, contributor, moderator):
         run = runs["reference"]
-        approved = services.attestation_approve(attestation=submit_reproduction(run, contributor), moderator=moderator)
+        approved = services.attestation_approve(
+            attestation=submit_reproduction(run, contributor), moderator=moderator
+        )
         submit_note(run, contributor)  # pending
         rejected = submit_note(run, contributor, text="rejected one")
         services.attestation_reject(attestation=rejected, moderator=moderator, reason="No.")
-        services.attestation_approve(attestation=submit_note(runs["memory"], contributor), moderator=moderator)
+        services.attestation_approve(
+            attestation=submit_note(runs["memory"], contributor), moderator=moderator
+        )
         response = client.get(reverse("run-attestation-list", args=[run.pk]))
         assert response.status_code == 200
         body = response.json()
@@ -59,7 +63,9 @@ class TestPublicList:
         self, client, run, contributor, moderator, django_assert_max_num_queries
     ):
         for i in range(3):
-            services.attestation_approve(attestation=submit_note(run, contributor, text=f"n{i}"), moderator=moderator)
+            services.attestation_approve(
+                attestation=submit_note(run, contributor, text=f"n{i}"), moderator=moderator
+            )
         with django_assert_max_num_queries(4):
             assert client.get(reverse("run-attestation-list", args=[run.pk])).status_code == 200
 
@@ -85,14 +91,18 @@ class TestCreateWithToken:
             ["https://example.org/run.log"],
         )
 
-    def test_lists_only_ones_own_in_every_state(self, token_client, run, contributor, other_contributor, moderator):
+    def test_lists_only_ones_own_in_every_state(
+        self, token_client, run, contributor, other_contributor, moderator
+    ):
         mine = submit_note(run, contributor)
         services.attestation_reject(attestation=mine, moderator=moderator, reason="Too vague.")
         submit_note(run, other_contributor)
         response = token_client.get(reverse("attestation-list"))
         assert response.status_code == 200
         results = response.json()["results"]
-        assert [(r["id"], r["state"], r["rejection_reason"]) for r in results] == [(mine.pk, "rejected", "Too vague.")]
+        assert [(r["id"], r["state"], r["rejection_reason"]) for r in results] == [
+            (mine.pk, "rejected", "Too vague.")
+        ]
 
     @pytest.mark.parametrize(
         ("overrides", "field"),
@@ -102,14 +112,19 @@ class TestCreateWithToken:
             ({"median": 0}, "median"),
             ({"p20": 150.0}, "median"),
             ({"links": ["javascript:alert(1)"]}, "links"),
-            ({"links": ["https://a.org/1", "https://a.org/2", "https://a.org/3", "https://a.org/4"]}, "links"),
+            (
+                {"links": ["https://a.org/1", "https://a.org/2", "https://a.org/3", "https://a.org/4"]},
+                "links",
+            ),
             ({"text": "x" * 5001}, "text"),
             ({"kind": "note", "text": "a note with figures"}, "median"),
             ({"gpu_product": ""}, "gpu_product"),
         ],
     )
     def test_same_validation_as_the_form(self, token_client, run, overrides, field):
-        response = token_client.post(reverse("attestation-list"), reproduction_json(run, **overrides), format="json")
+        response = token_client.post(
+            reverse("attestation-list"), reproduction_json(run, **overrides), format="json"
+        )
         assert response.status_code == 400
         assert field in response.json()
         assert Attestation.objects.count() == 0
@@ -117,15 +132,18 @@ class TestCreateWithToken:
     @pytest.mark.parametrize("raw", ["NaN", "Infinity", "-Infinity", "1e999"])
     def test_non_finite_numbers_are_refused(self, token_client, run, raw):
         body = (
-            '{"run": %d, "kind": "reproduction", "median": %s, "p20": 1, "p80": 2, "unit": "ms", '
-            '"gpu_product": "A100"}' % (run.pk, raw)
+            f'{{"run": {run.pk}, "kind": "reproduction", "median": {raw}, "p20": 1, "p80": 2, '
+            '"unit": "ms", "gpu_product": "A100"}'
         )
         response = token_client.post(reverse("attestation-list"), body, content_type="application/json")
         assert response.status_code == 400
         assert Attestation.objects.count() == 0
 
     def test_duplicate_is_refused(self, token_client, run):
-        assert token_client.post(reverse("attestation-list"), reproduction_json(run), format="json").status_code == 201
+        assert (
+            token_client.post(reverse("attestation-list"), reproduction_json(run), format="json").status_code
+            == 201
+        )
         response = token_client.post(reverse("attestation-list"), reproduction_json(run), format="json")
         assert response.status_code == 400
         assert response.json() == {"non_field_errors": ["You have already submitted exactly this."]}
@@ -146,7 +164,9 @@ class TestCreateWithToken:
         assert [r["description"] for r in listed] == ["No reference comparator."]
 
     def test_someone_elses_report_is_404(self, token_client, run, other_contributor):
-        theirs = services.issue_report_create(run=run, reporter=other_contributor, category="other", description="x")
+        theirs = services.issue_report_create(
+            run=run, reporter=other_contributor, category="other", description="x"
+        )
         assert token_client.get(reverse("issue-report-detail", args=[theirs.pk])).status_code == 404
 
     def test_a_regenerated_token_replaces_the_old_one(self, token_client, contributor, run):
@@ -161,7 +181,9 @@ class TestCreateWithToken:
 
 class TestAuthentication:
     def test_visitors_cannot_create_or_list(self, client, run):
-        assert client.post(reverse("attestation-list"), reproduction_json(run), content_type="application/json").status_code in (401, 403)
+        assert client.post(
+            reverse("attestation-list"), reproduction_json(run), content_type="application/json"
+        ).status_code in (401, 403)
         assert client.get(reverse("attestation-list")).status_code in (401, 403)
         assert client.get(reverse("issue-report-list")).status_code in (401, 403)
         assert Attestation.objects.count() == 0
@@ -169,7 +191,9 @@ class TestAuthentication:
     def test_session_without_csrf_token_is_refused(self, contributor, run):
         client = Client(enforce_csrf_checks=True)
         client.force_login(contributor)
-        response = client.post(reverse("attestation-list"), reproduction_json(run), content_type="application/json")
+        response = client.post(
+            reverse("attestation-list"), reproduction_json(run), content_type="application/json"
+        )
         assert response.status_code == 403
         assert "CSRF" in response.json()["detail"]
         assert Attestation.objects.count() == 0

@@ -74,7 +74,9 @@ class TestInTheAdmin:
             reverse("admin:attestations_auditentry_change", args=[entry.pk]), {"reason": "rewritten"}
         )
         assert change.status_code == 403
-        delete = admin_client.post(reverse("admin:attestations_auditentry_delete", args=[entry.pk]), {"post": "yes"})
+        delete = admin_client.post(
+            reverse("admin:attestations_auditentry_delete", args=[entry.pk]), {"post": "yes"}
+        )
         assert delete.status_code == 403
         entry = AuditEntry.objects.get(pk=entry.pk)
         assert entry.reason == ""

@@ -69,7 +69,9 @@ def test_contributor_to_published_reproduction(live_server, browser, mail_dir, r
     moderator = make_user("moderator")
     services.moderator_add(user=moderator)
     public_url = live_server.url + (
-        run.get_absolute_url() if run_page_has_section() else reverse("attestations:run-attestations", args=[run.pk])
+        run.get_absolute_url()
+        if run_page_has_section()
+        else reverse("attestations:run-attestations", args=[run.pk])
     )
 
     # A visitor follows "Add a reproduction or note", is sent to log in, and signs up instead.
@@ -154,7 +156,10 @@ def test_contributor_to_published_reproduction(live_server, browser, mail_dir, r
     admin.click("input[name=confirm]")
     admin.wait_for_url(f"**/admin/attestations/attestation/{note.pk}/change/")
 
-    for decision, resolution in (("Acknowledge…", ""), ("Resolve…", "Driver 550 added to the environment notes.")):
+    for decision, resolution in (
+        ("Acknowledge…", ""),
+        ("Resolve…", "Driver 550 added to the environment notes."),
+    ):
         admin.goto(live_server.url + reverse("admin:attestations_issuereport_change", args=[report.pk]))
         admin.get_by_role("link", name=decision).click()
         admin.fill("textarea[name=reason]", resolution)

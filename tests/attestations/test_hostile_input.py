@@ -58,8 +58,12 @@ class TestEscaping:
         ) in body
 
     def test_report_description_is_escaped(self, contributor_client, run, contributor):
-        report = services.issue_report_create(run=run, reporter=contributor, category="other", description=SCRIPT)
-        body = contributor_client.get(reverse("attestations:report-detail", args=[report.pk])).content.decode()
+        report = services.issue_report_create(
+            run=run, reporter=contributor, category="other", description=SCRIPT
+        )
+        body = contributor_client.get(
+            reverse("attestations:report-detail", args=[report.pk])
+        ).content.decode()
         assert "<script>alert" not in body
         assert "&lt;script&gt;" in body
 
@@ -90,7 +94,11 @@ class TestRefusedInput:
             ({"links": "javascript:alert(1)"}, "links", "Enter a full http:// or https:// link."),
             ({"links": "ftp://example.org/x"}, "links", "Enter a full http:// or https:// link."),
             ({"links": "data:text/html,<script>alert(1)</script>"}, "links", "Enter a full http"),
-            ({"links": "https://a.org/1\nhttps://a.org/2\nhttps://a.org/3\nhttps://a.org/4"}, "links", "At most 3 links."),
+            (
+                {"links": "https://a.org/1\nhttps://a.org/2\nhttps://a.org/3\nhttps://a.org/4"},
+                "links",
+                "At most 3 links.",
+            ),
             ({"links": "https://example.org/" + "a" * 500}, "links", "At most 500 characters"),
             ({"text": "x" * 5001}, "text", "at most 5000 characters"),
             ({"harness": "x" * 301}, "harness", "at most 300 characters"),
@@ -100,7 +108,9 @@ class TestRefusedInput:
             ({"kind": "verdict"}, "kind", "Select a valid choice."),
         ],
     )
-    def test_form_refuses_with_a_clear_message(self, contributor_client, run, reproduction_data, overrides, field, message):
+    def test_form_refuses_with_a_clear_message(
+        self, contributor_client, run, reproduction_data, overrides, field, message
+    ):
         response = post_attestation(contributor_client, run, {**reproduction_data, **overrides})
         assert response.status_code == 200
         errors = response.context["form"].errors[field]
@@ -155,14 +165,21 @@ class TestRateLimits:
     def test_per_user_limit_with_a_clear_message(self, settings, contributor_client, run, reproduction_data):
         settings.ATTESTATIONS_SUBMISSION_LIMITS = {"user": "2/h", "ip": "100/h"}
         for i in range(2):
-            assert post_attestation(contributor_client, run, {**reproduction_data, "text": f"try {i}"}).status_code == 302
+            assert (
+                post_attestation(
+                    contributor_client, run, {**reproduction_data, "text": f"try {i}"}
+                ).status_code
+                == 302
+            )
         response = post_attestation(contributor_client, run, {**reproduction_data, "text": "third"})
         assert response.status_code == 429
         message = response.context["form"].non_field_errors()[0]
         assert message.startswith("Too many submissions: you may file 2 per hour. Please try again in")
         assert Attestation.objects.count() == 2
 
-    def test_per_ip_limit_covers_several_accounts(self, settings, client, run, contributor, other_contributor, reproduction_data):
+    def test_per_ip_limit_covers_several_accounts(
+        self, settings, client, run, contributor, other_contributor, reproduction_data
+    ):
         settings.ATTESTATIONS_SUBMISSION_LIMITS = {"user": "100/h", "ip": "2/h"}
         client.force_login(contributor)
         assert post_attestation(client, run, {**reproduction_data, "text": "a"}).status_code == 302
@@ -198,13 +215,18 @@ class TestRateLimits:
 
 
 class TestOtherUsersObjects:
-    def test_other_contributor_cannot_see_pending_or_rejected(self, client, run, contributor, other_contributor, moderator):
+    def test_other_contributor_cannot_see_pending_or_rejected(
+        self, client, run, contributor, other_contributor, moderator
+    ):
         pending = submit_note(run, contributor, text="pending secret")
         rejected = submit_note(run, contributor, text="rejected secret")
         services.attestation_reject(attestation=rejected, moderator=moderator, reason="No.")
         client.force_login(other_contributor)
         for attestation in (pending, rejected):
-            assert client.get(reverse("attestations:attestation-detail", args=[attestation.pk])).status_code == 404
+            assert (
+                client.get(reverse("attestations:attestation-detail", args=[attestation.pk])).status_code
+                == 404
+            )
             assert client.get(reverse("attestation-detail", args=[attestation.pk])).status_code == 404
         public = client.get(reverse("attestations:run-attestations", args=[run.pk])).content.decode()
         assert "pending secret" not in public and "rejected secret" not in public

@@ -67,7 +67,9 @@ class TestFilingAReport:
         first = services.issue_report_create(
             run=run, reporter=None, category="wrong_value", description="Rerun diverged by 12%."
         )
-        services.issue_report_create(run=run, reporter=None, category="wrong_value", description="Rerun diverged by 12%.")
+        services.issue_report_create(
+            run=run, reporter=None, category="wrong_value", description="Rerun diverged by 12%."
+        )
         assert first.is_system_filed
         assert IssueReport.objects.filter(reporter=None).count() == 2
         assert AuditEntry.objects.for_object(first).get().actor is None
@@ -87,7 +89,9 @@ class TestTransitions:
     def test_allowed_paths(self, run, contributor, moderator, path, final):
         report = file_report(run, contributor)
         for state in path:
-            services.issue_report_transition(report=report, moderator=moderator, to_state=state, resolution="Done.")
+            services.issue_report_transition(
+                report=report, moderator=moderator, to_state=state, resolution="Done."
+            )
         report.refresh_from_db()
         assert report.state == final
         entries = AuditEntry.objects.for_object(report)
@@ -110,9 +114,13 @@ class TestTransitions:
     def test_refused_transitions(self, run, contributor, moderator, path, refused):
         report = file_report(run, contributor)
         for state in path:
-            services.issue_report_transition(report=report, moderator=moderator, to_state=state, resolution="x")
+            services.issue_report_transition(
+                report=report, moderator=moderator, to_state=state, resolution="x"
+            )
         with pytest.raises(services.TransitionNotAllowed):
-            services.issue_report_transition(report=report, moderator=moderator, to_state=refused, resolution="y")
+            services.issue_report_transition(
+                report=report, moderator=moderator, to_state=refused, resolution="y"
+            )
         report.refresh_from_db()
         assert report.state == (path[-1] if path else "open")
 
@@ -120,7 +128,9 @@ class TestTransitions:
     def test_resolving_or_dismissing_needs_a_resolution(self, run, contributor, moderator, state):
         report = file_report(run, contributor)
         with pytest.raises(ValidationError):
-            services.issue_report_transition(report=report, moderator=moderator, to_state=state, resolution="")
+            services.issue_report_transition(
+                report=report, moderator=moderator, to_state=state, resolution=""
+            )
         report.refresh_from_db()
         assert report.state == "open"
 
@@ -148,7 +158,9 @@ class TestVisibility:
         listing = contributor_client.get(reverse("attestations:my-submissions")).content.decode()
         assert f'id="report-{report.pk}"' in listing and "The value is right." in listing
 
-    def test_other_contributor_and_visitor_cannot_see_a_report(self, client, run, contributor, other_contributor):
+    def test_other_contributor_and_visitor_cannot_see_a_report(
+        self, client, run, contributor, other_contributor
+    ):
         report = file_report(run, contributor)
         url = reverse("attestations:report-detail", args=[report.pk])
         assert client.get(url).status_code == 302  # to log in
@@ -157,7 +169,9 @@ class TestVisibility:
 
     def test_moderator_sees_any_report(self, moderator_client, run, contributor):
         report = file_report(run, contributor)
-        assert moderator_client.get(reverse("attestations:report-detail", args=[report.pk])).status_code == 200
+        assert (
+            moderator_client.get(reverse("attestations:report-detail", args=[report.pk])).status_code == 200
+        )
 
 
 class TestAdminTriage:
@@ -166,7 +180,9 @@ class TestAdminTriage:
         acknowledged = file_report(run, contributor, description="second")
         services.issue_report_transition(report=acknowledged, moderator=moderator, to_state="acknowledged")
         done = file_report(run, contributor, description="third")
-        services.issue_report_transition(report=done, moderator=moderator, to_state="resolved", resolution="ok")
+        services.issue_report_transition(
+            report=done, moderator=moderator, to_state="resolved", resolution="ok"
+        )
         response = moderator_client.get(reverse(CHANGELIST))
         assert response.status_code == 200
         assert [r.pk for r in response.context["cl"].result_list] == [open_one.pk, acknowledged.pk]
@@ -176,7 +192,9 @@ class TestAdminTriage:
     def test_change_page_offers_only_the_next_states(self, moderator_client, run, contributor, moderator):
         report = file_report(run, contributor)
         services.issue_report_transition(report=report, moderator=moderator, to_state="acknowledged")
-        body = moderator_client.get(reverse("admin:attestations_issuereport_change", args=[report.pk])).content.decode()
+        body = moderator_client.get(
+            reverse("admin:attestations_issuereport_change", args=[report.pk])
+        ).content.decode()
         decide = "admin:attestations_issuereport_decide"
         assert reverse(decide, args=[report.pk, "resolved"]) in body
         assert reverse(decide, args=[report.pk, "dismissed"]) in body
@@ -202,7 +220,9 @@ class TestAdminTriage:
             reverse(CHANGELIST), {**ids, "action": "dismiss_selected", "reason": "Not reproducible."}
         )
         assert response.status_code == 302
-        assert set(IssueReport.objects.values_list("state", "resolution")) == {("dismissed", "Not reproducible.")}
+        assert set(IssueReport.objects.values_list("state", "resolution")) == {
+            ("dismissed", "Not reproducible.")
+        }
 
     def test_staff_without_the_permission_cannot_triage(self, client, run, contributor, other_contributor):
         other_contributor.is_staff = True

@@ -191,7 +191,9 @@ class TestAdminDecisions:
         assert response.status_code == 200
         assert response.context["form"].errors["reason"]
         assert Attestation.objects.get().state == "pending"
-        response = moderator_client.post(decide_url(attestation, "reject"), {"reason": "Numbers from another run."})
+        response = moderator_client.post(
+            decide_url(attestation, "reject"), {"reason": "Numbers from another run."}
+        )
         assert response.status_code == 302
         attestation.refresh_from_db()
         assert (attestation.state, attestation.rejection_reason) == ("rejected", "Numbers from another run.")
@@ -230,7 +232,9 @@ class TestAdminDecisions:
             ("rejected", "Duplicates of #1.")
         }
 
-    def test_bulk_takedown_of_approved_ones_keeps_the_list_filter(self, moderator_client, run, contributor, moderator):
+    def test_bulk_takedown_of_approved_ones_keeps_the_list_filter(
+        self, moderator_client, run, contributor, moderator
+    ):
         a = services.attestation_approve(attestation=submit_note(run, contributor), moderator=moderator)
         data = {"action": "reject_selected", ACTION_CHECKBOX_NAME: [a.pk], "apply": "1", "reason": "Spam."}
         response = moderator_client.post(reverse(CHANGELIST) + "?state=approved", data)
@@ -250,7 +254,9 @@ class TestEvidenceLevelNeverChanges:
             run=run, reporter=contributor, category="wrong_value", description="Too slow."
         )
         services.issue_report_transition(report=report, moderator=moderator, to_state="acknowledged")
-        services.issue_report_transition(report=report, moderator=moderator, to_state="resolved", resolution="ok")
+        services.issue_report_transition(
+            report=report, moderator=moderator, to_state="resolved", resolution="ok"
+        )
         run.refresh_from_db()
         assert (run.evidence_level, run.digest, run.median, run.rank, run.updated_at) == before
         assert run.evidence_level == "reported"

@@ -34,14 +34,18 @@ class TestToModerators:
         assert f"/admin/attestations/attestation/{attestation.pk}/change/" in message.body
         assert run.external_id in message.body
 
-    def test_a_new_report_emails_the_moderators(self, run, contributor, moderator, django_capture_on_commit_callbacks):
+    def test_a_new_report_emails_the_moderators(
+        self, run, contributor, moderator, django_capture_on_commit_callbacks
+    ):
         with django_capture_on_commit_callbacks(execute=True):
             services.issue_report_create(run=run, reporter=contributor, category="other", description="Hm.")
         assert [(m.to, m.subject) for m in mail.outbox] == [
             (["mod@example.org"], "[KernelIndex] New issue report to triage")
         ]
 
-    def test_a_rolled_back_submission_sends_nothing(self, run, contributor, moderator, django_capture_on_commit_callbacks):
+    def test_a_rolled_back_submission_sends_nothing(
+        self, run, contributor, moderator, django_capture_on_commit_callbacks
+    ):
         with django_capture_on_commit_callbacks(execute=True) as callbacks:
             with pytest.raises(RuntimeError), transaction.atomic():
                 submit_reproduction(run, contributor)
@@ -56,13 +60,17 @@ class TestToAuthors:
     ):
         attestation = submit_reproduction(run, contributor)
         with django_capture_on_commit_callbacks(execute=True):
-            services.attestation_reject(attestation=attestation, moderator=moderator, reason="p80 below median?")
+            services.attestation_reject(
+                attestation=attestation, moderator=moderator, reason="p80 below median?"
+            )
         assert [m.to for m in mail.outbox] == [["ada@example.org"]]
         assert mail.outbox[0].subject == "[KernelIndex] Your reproduction was rejected"
         assert "p80 below median?" in mail.outbox[0].body
         assert "/me/submissions/" in mail.outbox[0].body
 
-    def test_the_author_hears_of_an_approval(self, run, contributor, moderator, django_capture_on_commit_callbacks):
+    def test_the_author_hears_of_an_approval(
+        self, run, contributor, moderator, django_capture_on_commit_callbacks
+    ):
         attestation = submit_reproduction(run, contributor)
         with django_capture_on_commit_callbacks(execute=True):
             services.attestation_approve(attestation=attestation, moderator=moderator)
@@ -70,11 +78,17 @@ class TestToAuthors:
             (["ada@example.org"], "[KernelIndex] Your reproduction was approved")
         ]
 
-    def test_the_reporter_hears_of_each_state(self, run, contributor, moderator, django_capture_on_commit_callbacks):
-        report = services.issue_report_create(run=run, reporter=contributor, category="other", description="Hm.")
+    def test_the_reporter_hears_of_each_state(
+        self, run, contributor, moderator, django_capture_on_commit_callbacks
+    ):
+        report = services.issue_report_create(
+            run=run, reporter=contributor, category="other", description="Hm."
+        )
         with django_capture_on_commit_callbacks(execute=True):
             services.issue_report_transition(report=report, moderator=moderator, to_state="acknowledged")
-            services.issue_report_transition(report=report, moderator=moderator, to_state="resolved", resolution="Fixed.")
+            services.issue_report_transition(
+                report=report, moderator=moderator, to_state="resolved", resolution="Fixed."
+            )
         assert [m.subject for m in mail.outbox] == [
             "[KernelIndex] Your issue report is acknowledged",
             "[KernelIndex] Your issue report is resolved",
@@ -82,7 +96,9 @@ class TestToAuthors:
         assert "Fixed." in mail.outbox[1].body
 
     def test_a_system_report_emails_no_reporter(self, run, moderator, django_capture_on_commit_callbacks):
-        report = services.issue_report_create(run=run, reporter=None, category="wrong_value", description="Diverged.")
+        report = services.issue_report_create(
+            run=run, reporter=None, category="wrong_value", description="Diverged."
+        )
         with django_capture_on_commit_callbacks(execute=True):
             services.issue_report_transition(report=report, moderator=moderator, to_state="acknowledged")
         assert mail.outbox == []
@@ -97,7 +113,9 @@ class TestTaskRunsTwice:
         assert len(mail.outbox) == 2
         assert Notification.objects.filter(entry=entry).count() == 2
 
-    def test_a_task_killed_halfway_sends_only_the_missing_ones(self, run, contributor, moderator, second_moderator):
+    def test_a_task_killed_halfway_sends_only_the_missing_ones(
+        self, run, contributor, moderator, second_moderator
+    ):
         submit_reproduction(run, contributor)
         entry = AuditEntry.objects.get(action="submitted")
         Notification.objects.create(entry=entry, email="mod@example.org")  # sent before the kill

@@ -27,8 +27,13 @@ def approve(attestation, moderator):
 class TestSection:
     def test_states_the_rule_and_links_to_the_form(self, run):
         html = render("{% run_attestations run %}", public_run(run))
-        assert "Attestations never change the evidence level; only a KernelIndex-controlled rerun does." in html
-        assert f'href="{reverse("attestations:attestation-create", args=[run.pk])}">Add a reproduction or note' in html
+        assert (
+            "Attestations never change the evidence level; only a KernelIndex-controlled rerun does." in html
+        )
+        assert (
+            f'href="{reverse("attestations:attestation-create", args=[run.pk])}">Add a reproduction or note'
+            in html
+        )
         assert "No approved reproductions or notes yet." in html
 
     def test_lists_only_approved_ones(self, run, contributor, moderator):
@@ -44,9 +49,22 @@ class TestSection:
         # the run records 144.2132 ms; the furthest same-GPU reproduction is 2.1% above
         third = make_user("linus")
         approve(submit_reproduction(run, contributor, median=144.0, p20=143.0, p80=145.0), moderator)
-        approve(submit_reproduction(run, other_contributor, median=147.24, p20=147.0, p80=148.0, gpu_product="A100-SXM4-80GB"), moderator)
-        approve(submit_reproduction(run, third, median=142.0, p20=141.0, p80=143.0, gpu_product="nvidia a100 sxm4 80gb"), moderator)
-        approve(submit_reproduction(run, third, median=54.8, p20=54.0, p80=55.0, gpu_product="NVIDIA H200"), moderator)
+        approve(
+            submit_reproduction(
+                run, other_contributor, median=147.24, p20=147.0, p80=148.0, gpu_product="A100-SXM4-80GB"
+            ),
+            moderator,
+        )
+        approve(
+            submit_reproduction(
+                run, third, median=142.0, p20=141.0, p80=143.0, gpu_product="nvidia a100 sxm4 80gb"
+            ),
+            moderator,
+        )
+        approve(
+            submit_reproduction(run, third, median=54.8, p20=54.0, p80=55.0, gpu_product="NVIDIA H200"),
+            moderator,
+        )
         approve(submit_note(run, contributor), moderator)
         html = render("{% run_attestations run %}", public_run(run))
         assert "<li>3 reproductions on NVIDIA A100 SXM4 80GB, within ±2.1%</li>" in html
@@ -70,7 +88,10 @@ class TestSection:
     def test_report_link_takes_no_query(self, run, django_assert_num_queries):
         with django_assert_num_queries(0):
             html = render("{% run_report_link run %}", run)
-        assert f'href="{reverse("attestations:report-create", args=[run.pk])}">Report an issue with this run' in html
+        assert (
+            f'href="{reverse("attestations:report-create", args=[run.pk])}">Report an issue with this run'
+            in html
+        )
 
 
 class TestPublicPage:

@@ -106,12 +106,16 @@ class TestContributorSubmits:
 
 
 class TestMySubmissions:
-    def test_author_sees_own_pending_and_rejected_with_reason(self, contributor_client, contributor, run, moderator):
+    def test_author_sees_own_pending_and_rejected_with_reason(
+        self, contributor_client, contributor, run, moderator
+    ):
         from attestations import services
 
         pending = submit_reproduction(run, contributor)
         rejected = submit_note(run, contributor)
-        services.attestation_reject(attestation=rejected, moderator=moderator, reason="Off topic for this run.")
+        services.attestation_reject(
+            attestation=rejected, moderator=moderator, reason="Off topic for this run."
+        )
         response = contributor_client.get(reverse("attestations:my-submissions"))
         assert response.status_code == 200
         body = response.content.decode()
