@@ -17,11 +17,15 @@ def moderators_create(apps, schema_editor):
     from django.contrib.contenttypes.management import create_contenttypes
 
     # Permissions are normally created after all migrations ran; this one needs them now.
+    # (A migration's app config is a stub without a models module, which would skip them.)
     app_config = apps.get_app_config("attestations")
-    app_config.models_module = True
+    stub = getattr(app_config, "models_module", None) is None
+    if stub:
+        app_config.models_module = True
     create_contenttypes(app_config, apps=apps, verbosity=0)
     create_permissions(app_config, apps=apps, verbosity=0)
-    app_config.models_module = None
+    if stub:
+        app_config.models_module = None
 
     Group = apps.get_model("auth", "Group")
     Permission = apps.get_model("auth", "Permission")

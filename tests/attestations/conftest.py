@@ -1,9 +1,13 @@
 """Named users for every role, and the reference record with its comparison group (plus a
 memory run) imported through the real importer from a four-row slice of the bundled file."""
 
+import importlib
+
 import pytest
 from allauth.account.models import EmailAddress
+from django.apps import apps as django_apps
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.core.cache import cache
 
 from attestations import services
@@ -87,6 +91,16 @@ def make_user(username: str, **extra):
 
 
 @pytest.fixture
+def moderators_group(db):
+    """The data migration's group. A flush (transactional tests, other modules' teardown)
+    removes rows that migrations created, so put it back the way the migration does."""
+    if not Group.objects.filter(name=services.MODERATORS_GROUP).exists():
+        migration = importlib.import_module("attestations.migrations.0002_moderators_group")
+        migration.moderators_create(django_apps, None)
+    return Group.objects.get(name=services.MODERATORS_GROUP)
+
+
+@pytest.fixture
 def contributor(db):
     return make_user("ada")
 
@@ -97,7 +111,7 @@ def other_contributor(db):
 
 
 @pytest.fixture
-def moderator(db):
+def moderator(moderators_group):
     user = make_user("mod")
     services.moderator_add(user=user)
     return get_user_model().objects.get(pk=user.pk)  # a fresh instance: no stale permission cache

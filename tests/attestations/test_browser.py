@@ -63,7 +63,7 @@ def confirmation_link(mail_dir: Path, address: str) -> str:
     raise AssertionError(f"no confirmation email to {address} in {mail_dir}")
 
 
-def test_contributor_to_published_reproduction(live_server, browser, mail_dir, runs):
+def test_contributor_to_published_reproduction(live_server, browser, mail_dir, runs, moderators_group):
     run = runs["reference"]
     assert run.external_id == REFERENCE_ID
     moderator = make_user("moderator")

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.django_db
 
 
 class TestGroup:
-    def test_has_exactly_the_moderation_permissions(self):
+    def test_has_exactly_the_moderation_permissions(self, moderators_group):
         group = Group.objects.get(name="moderators")
         assert set(group.permissions.values_list("content_type__app_label", "codename")) == {
             ("attestations", "view_attestation"),
@@ -30,7 +30,9 @@ class TestGroup:
 
 
 class TestCommand:
-    def test_makes_a_user_a_moderator_by_username_or_email(self, contributor, other_contributor, capsys):
+    def test_makes_a_user_a_moderator_by_username_or_email(
+        self, moderators_group, contributor, other_contributor, capsys
+    ):
         call_command("moderator_add", "ada")
         call_command("moderator_add", "GRACE@example.org")
         for user in (contributor, other_contributor):
@@ -40,7 +42,7 @@ class TestCommand:
             assert user.has_perm("attestations.moderate_attestation")
         assert "ada is a moderator." in capsys.readouterr().out
 
-    def test_running_it_twice_changes_nothing_more(self, contributor):
+    def test_running_it_twice_changes_nothing_more(self, moderators_group, contributor):
         call_command("moderator_add", "ada")
         call_command("moderator_add", "ada")
         assert contributor.groups.count() == 1

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def second_moderator(db):
+def second_moderator(moderators_group):
     user = make_user("mod2")
     services.moderator_add(user=user)
     return user

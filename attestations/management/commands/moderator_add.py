@@ -1,4 +1,5 @@
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Q
 
@@ -16,5 +17,8 @@ class Command(BaseCommand):
         if users.count() != 1:
             raise CommandError(f"No single user with the username or email {user!r}.")
         target = users.get()
-        services.moderator_add(user=target)
+        try:
+            services.moderator_add(user=target)
+        except Group.DoesNotExist:
+            raise CommandError("The moderators group is missing; run `manage.py migrate`.") from None
         self.stdout.write(f"{target.get_username()} is a moderator.")
