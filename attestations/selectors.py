@@ -2,8 +2,6 @@
 
 from dataclasses import dataclass
 
-from django.db.models import Prefetch
-
 from attestations.models import Attestation, IssueReport
 from registry.models import BenchmarkRun
 
@@ -39,6 +37,8 @@ def reproduction_summary(run: BenchmarkRun, attestations: list[Attestation]) -> 
     for attestation in attestations:
         if attestation.is_reproduction and attestation.median is not None:
             groups.setdefault(_gpu_key(attestation.gpu_product), []).append(attestation)
+    if not groups:
+        return []
     run_gpu = _gpu_key(run.environment.product)
     lines = [
         ReproductionSummary(
@@ -70,10 +70,3 @@ def user_submissions(user) -> tuple[list[Attestation], list[IssueReport]]:
         IssueReport.objects.filter(reporter=user).select_related(*run_related).order_by("-created_at", "-pk")
     )
     return attestations, reports
-
-
-def runs_with_attestations():
-    """For exports: runs with their approved attestations prefetched (two queries)."""
-    return BenchmarkRun.objects.public().prefetch_related(
-        Prefetch("attestations", queryset=Attestation.objects.approved().select_related("author"))
-    )

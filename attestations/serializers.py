@@ -6,7 +6,6 @@ from rest_framework import serializers
 from attestations.models import (
     LINK_MAX,
     LINKS_MAX,
-    REASON_MAX,
     TEXT_MAX,
     VERSION_MAX,
     Attestation,
@@ -100,7 +99,3 @@ class IssueReportSerializer(serializers.ModelSerializer):
             "url",
         ]
         read_only_fields = fields
-
-
-class ReasonSerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=REASON_MAX, required=False, allow_blank=True)
