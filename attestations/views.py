@@ -7,6 +7,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from rest_framework.authtoken.models import Token
 
@@ -77,6 +78,7 @@ def run_attestations(request, pk):
     return render(request, "attestations/run_attestations.html", {"run": _run(pk)})
 
 
+@never_cache
 def attestation_detail(request, pk):
     """Approved ones are public; pending and rejected ones only for their author and moderators."""
     attestation = get_object_or_404(
@@ -88,6 +90,7 @@ def attestation_detail(request, pk):
     return render(request, "attestations/attestation_detail.html", {"attestation": attestation})
 
 
+@never_cache
 @login_required
 def issue_report_detail(request, pk):
     report = get_object_or_404(
@@ -99,6 +102,7 @@ def issue_report_detail(request, pk):
     return render(request, "attestations/report_detail.html", {"report": report})
 
 
+@never_cache
 @login_required
 def my_submissions(request):
     attestations, reports = selectors.user_submissions(request.user)
@@ -109,6 +113,7 @@ def my_submissions(request):
     )
 
 
+@never_cache
 @login_required
 def account(request):
     token = Token.objects.filter(user=request.user).first()

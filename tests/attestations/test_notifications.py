@@ -95,13 +95,18 @@ class TestToAuthors:
         ]
         assert "Fixed." in mail.outbox[1].body
 
-    def test_a_system_report_emails_no_reporter(self, run, moderator, django_capture_on_commit_callbacks):
-        report = services.issue_report_create(
-            run=run, reporter=None, category="wrong_value", description="Diverged."
-        )
+    def test_a_system_report_emails_the_moderators_and_no_reporter(
+        self, run, moderator, django_capture_on_commit_callbacks
+    ):
+        with django_capture_on_commit_callbacks(execute=True):
+            report = services.issue_report_create(
+                run=run, reporter=None, category="wrong_value", description="Diverged."
+            )
+        assert [m.to for m in mail.outbox] == [["mod@example.org"]]
+        assert "filed by KernelIndex" in mail.outbox[0].body
         with django_capture_on_commit_callbacks(execute=True):
             services.issue_report_transition(report=report, moderator=moderator, to_state="acknowledged")
-        assert mail.outbox == []
+        assert len(mail.outbox) == 1
 
 
 class TestTaskRunsTwice:
