@@ -8,6 +8,7 @@ kombu's filesystem transport as the Celery broker), so `make run` works on a fre
 from pathlib import Path
 
 import environ
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -58,6 +59,7 @@ INSTALLED_APPS = [
     "allauth",
     "allauth.account",
     "allauth.socialaccount",
+    "csp",
     "registry",
     "attestations",
 ]
@@ -76,6 +78,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
+    "csp.middleware.CSPMiddleware",
 ]
 
 ROOT_URLCONF = "kernelindex.urls"
@@ -206,12 +209,13 @@ CELERY_BROKER_URL = _env(env.str, "CELERY_BROKER_URL", default="filesystem://")
 CELERY_BROKER_TRANSPORT_OPTIONS = {}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = VAR_DIR / "broker"
-    for _sub in ("out", "processed"):
+    for _sub in ("out", "processed", "control"):
         (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "out"),
         "data_folder_out": str(_broker_dir / "out"),
         "processed_folder": str(_broker_dir / "processed"),
+        "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
     }
 else:
@@ -250,3 +254,50 @@ if not DEBUG:
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+CSRF_COOKIE_HTTPONLY = True
+SESSION_COOKIE_HTTPONLY = True
+# Everything is served from the site itself; no plugin, base-tag or framing tricks.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, "'unsafe-inline'"],  # style attributes in server-drawn SVG charts
+        "img-src": [SELF, "data:"],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "frame-ancestors": [NONE],
+        "form-action": [SELF],
+    }
+}
+
+# Controlled reruns (registry.services.reruns). A rerun agrees when its median is within
+# max(RERUN_TOLERANCE, the recorded p20–p80 spread relative to the median) of the recorded one.
+RERUN_TOLERANCE = _env(env.float, "RERUN_TOLERANCE", default=0.05)
+JOB_HARNESS_TIMEOUT = _env(env.float, "JOB_HARNESS_TIMEOUT", default=1800.0)
+JOB_HEARTBEAT_INTERVAL = _env(env.float, "JOB_HEARTBEAT_INTERVAL", default=15.0)
+JOB_STALE_AFTER = _env(env.float, "JOB_STALE_AFTER", default=120.0)
+JOB_MAX_ATTEMPTS = _env(env.int, "JOB_MAX_ATTEMPTS", default=3)
+JOB_RESEND_AFTER = _env(env.float, "JOB_RESEND_AFTER", default=3600.0)
+if JOB_STALE_AFTER <= 2 * JOB_HEARTBEAT_INTERVAL:
+    raise ImproperlyConfigured("JOB_STALE_AFTER must be more than twice JOB_HEARTBEAT_INTERVAL.")
+if not CELERY_BROKER_URL.startswith("filesystem://"):
+    # A lost message (worker killed before its late ack) comes back once it is older than the
+    # visibility timeout; kombu looks for such messages every interval × throttle seconds
+    # (10 × 10 by default, so ~100 s). The timeout must outlast the longest job.
+    CELERY_BROKER_TRANSPORT_OPTIONS.update(
+        {
+            "unacked_restore_interval": _env(env.int, "CELERY_UNACKED_RESTORE_INTERVAL", default=10),
+            "unacked_restore_throttle": _env(env.int, "CELERY_UNACKED_RESTORE_THROTTLE", default=10),
+        }
+    )
+    if CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] <= JOB_HARNESS_TIMEOUT:
+        raise ImproperlyConfigured(
+            "CELERY_VISIBILITY_TIMEOUT must be longer than JOB_HARNESS_TIMEOUT (the longest job)."
+        )
+CELERY_BEAT_SCHEDULE = {
+    "jobs-reconcile": {"task": "registry.jobs_reconcile", "schedule": 60.0, "options": {"queue": "default"}},
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Take the write lock at BEGIN: two concurrent requests then serialise cleanly (the second
+    # sees the first's job) instead of failing with "database is locked" on a stale snapshot.
+    DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
