@@ -204,6 +204,18 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
 }
 
+# Attestations and rerun jobs both have "kind" and "state" choice sets: name each one.
+SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update(
+    {
+        "JobKindEnum": "registry.models.JobKind.choices",
+        "JobStateEnum": "registry.models.JobState.choices",
+        "AttestationKindEnum": "attestations.models.AttestationKind.choices",
+        "AttestationStateEnum": "attestations.models.AttestationState.choices",
+        "IssueReportStateEnum": "attestations.models.IssueReportState.choices",
+        "IssueReportCategoryEnum": "attestations.models.IssueReportCategory.choices",
+    }
+)
+
 # Celery: the embedded default is kombu's filesystem transport, which needs no server.
 CELERY_BROKER_URL = _env(env.str, "CELERY_BROKER_URL", default="filesystem://")
 CELERY_BROKER_TRANSPORT_OPTIONS = {}
