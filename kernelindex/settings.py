@@ -171,6 +171,10 @@ ACCOUNT_SIGNUP_FIELDS = ["email*", "username*", "password1*", "password2*"]
 ACCOUNT_EMAIL_VERIFICATION = "mandatory"
 ACCOUNT_RATE_LIMITS = {}  # None disables; {} keeps allauth's defaults on.
 LOGIN_REDIRECT_URL = "/"
+LOGIN_URL = "account_login"
+ACCOUNT_EMAIL_SUBJECT_PREFIX = "[KernelIndex] "
+# Submissions (attestations and issue reports) per user and per client address, "N/s|m|h|d".
+ATTESTATIONS_SUBMISSION_LIMITS = {"user": "10/h", "ip": "30/h"}
 if GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET:
     SOCIALACCOUNT_PROVIDERS = {
         "github": {"APPS": [{"client_id": GITHUB_CLIENT_ID, "secret": GITHUB_CLIENT_SECRET}]}
@@ -199,6 +203,18 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "SERVE_INCLUDE_SCHEMA": False,
 }
+
+# Attestations and rerun jobs both have "kind" and "state" choice sets: name each one.
+SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update(
+    {
+        "JobKindEnum": "registry.models.JobKind.choices",
+        "JobStateEnum": "registry.models.JobState.choices",
+        "AttestationKindEnum": "attestations.models.AttestationKind.choices",
+        "AttestationStateEnum": "attestations.models.AttestationState.choices",
+        "IssueReportStateEnum": "attestations.models.IssueReportState.choices",
+        "IssueReportCategoryEnum": "attestations.models.IssueReportCategory.choices",
+    }
+)
 
 # Celery: the embedded default is kombu's filesystem transport, which needs no server.
 CELERY_BROKER_URL = _env(env.str, "CELERY_BROKER_URL", default="filesystem://")
