@@ -42,6 +42,8 @@ from attestations.models import (
 from registry.models import BenchmarkRun
 
 MODERATORS_GROUP = "moderators"
+# Machine accounts (a GPU worker's API token, should one ever be issued) read; they never contribute.
+GPU_WORKERS_GROUP = "gpu-workers"
 MODERATE_ATTESTATION = "attestations.moderate_attestation"
 TRIAGE_REPORT = "attestations.triage_issuereport"
 
@@ -391,6 +393,8 @@ def api_token_regenerate(*, user: AbstractBaseUser) -> Token:
 def _require_contributor(user) -> None:
     if not (user and user.is_authenticated and user.is_active):
         raise PermissionDenied("Log in to contribute.")
+    if user.groups.filter(name=GPU_WORKERS_GROUP).exists():
+        raise PermissionDenied("Worker accounts cannot contribute.")
 
 
 def _require_perm(user, perm: str) -> None:

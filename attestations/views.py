@@ -8,7 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_POST, require_safe
 from rest_framework.authtoken.models import Token
 
 from attestations import ratelimit, selectors, services
@@ -23,25 +23,34 @@ def _run(pk):
 
 def _submit(request, form, call):
     """Rate limit, call the service, map its ValidationError onto the form. Returns the new
-    object, or None with the form carrying the errors (and the status to answer with)."""
+    object, or None with the form carrying the errors (and the `Limited` that refused it)."""
     limited = ratelimit.submission_consume(request)
     if limited:
         form.add_error(None, limited.message)
-        return None, 429
+        return None, limited
     try:
-        return call(), 200
+        return call(), None
     except ValidationError as exc:
         form.add_error(None, exc)
-        return None, 200
+        return None, None
+
+
+def _form_page(request, template, context, limited):
+    """The form again; a 429 with Retry-After when the rate limit refused it."""
+    if limited is None:
+        return render(request, template, context)
+    response = render(request, template, context, status=429)
+    response["Retry-After"] = str(limited.retry_after)
+    return response
 
 
 @login_required
 def attestation_create(request, pk):
     run = _run(pk)
     form = AttestationForm(request.POST or None, run=run)
-    status = 200
+    limited = None
     if request.method == "POST" and form.is_valid():
-        attestation, status = _submit(
+        attestation, limited = _submit(
             request,
             form,
             lambda: services.attestation_submit(run=run, author=request.user, **form.submission()),
@@ -53,16 +62,16 @@ def attestation_create(request, pk):
                 "moderator; it appears on the run page once approved.",
             )
             return redirect("attestations:my-submissions")
-    return render(request, "attestations/attestation_form.html", {"form": form, "run": run}, status=status)
+    return _form_page(request, "attestations/attestation_form.html", {"form": form, "run": run}, limited)
 
 
 @login_required
 def issue_report_create(request, pk):
     run = _run(pk)
     form = IssueReportForm(request.POST or None)
-    status = 200
+    limited = None
     if request.method == "POST" and form.is_valid():
-        report, status = _submit(
+        report, limited = _submit(
             request,
             form,
             lambda: services.issue_report_create(run=run, reporter=request.user, **form.cleaned_data),
@@ -70,14 +79,16 @@ def issue_report_create(request, pk):
         if report:
             messages.success(request, "Thank you. The moderators will look at your report.")
             return redirect("attestations:my-submissions")
-    return render(request, "attestations/report_form.html", {"form": form, "run": run}, status=status)
+    return _form_page(request, "attestations/report_form.html", {"form": form, "run": run}, limited)
 
 
+@require_safe
 def run_attestations(request, pk):
     """All approved replications and notes of one run (the run page shows the same section)."""
     return render(request, "attestations/run_attestations.html", {"run": _run(pk)})
 
 
+@require_safe
 @never_cache
 def attestation_detail(request, pk):
     """Approved ones are public; pending and rejected ones only for their author and moderators."""
@@ -90,6 +101,7 @@ def attestation_detail(request, pk):
     return render(request, "attestations/attestation_detail.html", {"attestation": attestation})
 
 
+@require_safe
 @never_cache
 @login_required
 def issue_report_detail(request, pk):
@@ -102,6 +114,7 @@ def issue_report_detail(request, pk):
     return render(request, "attestations/report_detail.html", {"report": report})
 
 
+@require_safe
 @never_cache
 @login_required
 def my_submissions(request):
@@ -113,6 +126,7 @@ def my_submissions(request):
     )
 
 
+@require_safe
 @never_cache
 @login_required
 def account(request):

@@ -128,7 +128,7 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
         responses={(200, "application/json"): OpenApiTypes.OBJECT},
     )
     @action(detail=True, methods=["get"])
-    def manifest(self, request, pk=None):
+    def manifest(self, request, pk=None, format=None):
         return manifest_response(request, self.get_object())
 
 
@@ -234,12 +234,12 @@ class ComparisonGroupViewSet(viewsets.GenericViewSet):
     def get_queryset(self):
         return selectors.comparison_groups()
 
-    def list(self, request):
+    def list(self, request, format=None):
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
         return self.get_paginated_response(ComparisonGroupSerializer(page, many=True).data)
 
     @extend_schema(responses=ComparisonGroupDetailSerializer)
-    def retrieve(self, request, comparison_key=None):
+    def retrieve(self, request, comparison_key=None, format=None):
         group = self.get_queryset().filter(comparison_key=comparison_key).first()
         if group is None:
             raise exceptions.NotFound("No comparison group has this key.")

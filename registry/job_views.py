@@ -2,12 +2,14 @@
 
 from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_safe
 
 from registry.models import JobState, RerunJob
 
 REFRESH_SECONDS = 5
 
 
+@require_safe
 def job_list(request):
     jobs = RerunJob.objects.public()
     state = request.GET.get("state", "")
@@ -19,6 +21,7 @@ def job_list(request):
     )
 
 
+@require_safe
 def job_detail(request, pk):
     job = get_object_or_404(RerunJob.objects.public(), pk=pk)
     response = render(request, "registry/job_detail.html", {"job": job, "refresh_seconds": REFRESH_SECONDS})
