@@ -202,6 +202,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "SERVE_INCLUDE_SCHEMA": False,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "kernelindex.openapi.error_responses",  # 400/403/404/429, which every operation can answer
+    ],
 }
 
 # Attestations and rerun jobs both have "kind" and "state" choice sets: name each one.

@@ -14,3 +14,4 @@ urlpatterns = [
     path("", include("registry.job_urls")),
     path("", include("registry.urls")),
 ]
+handler404 = "kernelindex.errors.not_found"

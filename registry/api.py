@@ -21,10 +21,11 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from registry import digests, exports, selectors
-from registry.filters import RunFilter
+from registry.filters import MAX_VALUE_LENGTH, RunFilter
 from registry.models import (
     BenchmarkRun,
     Environment,
+    EvidenceLevel,
     Implementation,
     Kernel,
     Metric,
@@ -58,11 +59,21 @@ class RegistryPagination(PageNumberPagination):
 
     def get_page_size(self, request):
         raw = request.query_params.get(self.page_size_query_param)
-        if raw is not None and (not raw.isdigit() or not 1 <= int(raw[:9]) <= self.max_page_size):
+        if raw and (not raw.isdigit() or not 1 <= int(raw[:9]) <= self.max_page_size):
             raise exceptions.ValidationError(
                 {"page_size": [f"page_size must be a whole number from 1 to {self.max_page_size}."]}
             )
         return super().get_page_size(request)
+
+    def get_schema_operation_parameters(self, view):
+        """The bounds the two methods above enforce, so the schema promises only what works."""
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == self.page_size_query_param:
+                parameter["schema"].update(minimum=1, maximum=self.max_page_size)
+            elif parameter["name"] == self.page_query_param:
+                parameter["schema"].update(minimum=1, maximum=999_999_999)
+        return parameters
 
 
 def conditional(request, *, etag: str, last_modified, build) -> HttpResponse:
@@ -272,9 +283,26 @@ class JSONLinesRenderer(PassthroughRenderer):
     format = "jsonl"
 
 
+EXPORT_TEXT = {"type": "string", "maxLength": MAX_VALUE_LENGTH, "pattern": "^[^\\x00]*$"}
 EXPORT_PARAMETERS = [
-    OpenApiParameter(name, OpenApiTypes.STR, description=f"As on /api/v1/runs/: {name}.")
-    for name in ("kernel", "implementation", "project", "gpu", "operation_mode", "metric", "evidence_level")
+    OpenApiParameter(
+        name,
+        EXPORT_TEXT if choices is None else OpenApiTypes.STR,
+        description=f"As on /api/v1/runs/: {name}.",
+        enum=choices,
+    )
+    for name, choices in (
+        ("kernel", None),
+        ("implementation", None),
+        ("project", None),
+        ("gpu", None),
+        ("operation_mode", TimedPass.values),
+        ("metric", Metric.values),
+        ("evidence_level", EvidenceLevel.values),
+    )
+] + [
+    # The download is CSV or JSON Lines whatever is asked (FirstRendererNegotiation): no format.
+    OpenApiParameter("format", OpenApiTypes.STR, exclude=True)
 ]
 
 

@@ -64,7 +64,18 @@ class ParameterField(forms.Field):
         return pairs
 
 
-@extend_schema_field({"type": "array", "items": {"type": "string", "example": "T:8192"}})
+@extend_schema_field(
+    {
+        "type": "array",
+        "items": {
+            "type": "string",
+            "example": "T:8192",
+            # What ParameterField takes: name:value, or an empty item (skipped).
+            "pattern": "^([A-Za-z_][A-Za-z0-9_]{0,49}:[^\\x00]+)?$",
+            "maxLength": MAX_VALUE_LENGTH,
+        },
+    }
+)
 class ParameterFilter(django_filters.Filter):
     field_class = ParameterField
 
@@ -74,6 +85,11 @@ class ParameterFilter(django_filters.Filter):
             # An explicit key transform: a parameter named like a lookup ("contains") stays a key.
             qs = qs.alias(**{alias: KeyTransform(name, "workload__parameters")}).filter(**{alias: wanted})
         return qs
+
+
+@extend_schema_field({"type": "string", "maxLength": MAX_VALUE_LENGTH, "pattern": "^[^\\x00]*$"})
+class TextFilter(django_filters.CharFilter):
+    """A text filter as SafeForm bounds it: at most MAX_VALUE_LENGTH characters, no NUL byte."""
 
 
 class StrictBooleanField(forms.Field):
@@ -117,19 +133,15 @@ class StableOrderingFilter(django_filters.OrderingFilter):
 
 
 class RunFilter(django_filters.FilterSet):
-    kernel = django_filters.CharFilter(field_name="kernel__slug", help_text="Kernel slug, e.g. geglu.")
-    implementation = django_filters.CharFilter(
+    kernel = TextFilter(field_name="kernel__slug", help_text="Kernel slug, e.g. geglu.")
+    implementation = TextFilter(
         field_name="implementation__provider", help_text="Provider as the source names it, e.g. liger."
     )
-    project = django_filters.CharFilter(
-        field_name="implementation__project", help_text="Project, e.g. Liger-Kernel."
-    )
-    gpu = django_filters.CharFilter(
-        field_name="environment__slug", help_text="GPU model slug, e.g. nvidia-a100-sxm4-80gb."
-    )
+    project = TextFilter(field_name="implementation__project", help_text="Project, e.g. Liger-Kernel.")
+    gpu = TextFilter(field_name="environment__slug", help_text="GPU model slug, e.g. nvidia-a100-sxm4-80gb.")
     operation_mode = django_filters.ChoiceFilter(choices=TimedPass.choices, help_text="Timed pass.")
     metric = django_filters.ChoiceFilter(choices=Metric.choices)
-    dtype = django_filters.CharFilter(field_name="workload__dtype", help_text="e.g. bf16, fp32.")
+    dtype = TextFilter(field_name="workload__dtype", help_text="e.g. bf16, fp32.")
     param = ParameterFilter(help_text="Workload parameter as name:value (e.g. T:8192); repeat for several.")
     evidence_level = django_filters.ChoiceFilter(choices=EvidenceLevel.choices)
     withdrawn = StrictBooleanFilter(help_text="true: only runs the source no longer lists.")
@@ -138,9 +150,9 @@ class RunFilter(django_filters.FilterSet):
     )
     observed_after = django_filters.IsoDateTimeFilter(field_name="observed_at", lookup_expr="gte")
     observed_before = django_filters.IsoDateTimeFilter(field_name="observed_at", lookup_expr="lt")
-    external_id = django_filters.CharFilter()
-    digest = django_filters.CharFilter()
-    comparison_key = django_filters.CharFilter()
+    external_id = TextFilter()
+    digest = TextFilter()
+    comparison_key = TextFilter()
     sort = StableOrderingFilter(fields=SORTS, help_text="Sort field; prefix - for descending.")
 
     class Meta:

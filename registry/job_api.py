@@ -1,5 +1,9 @@
 """The jobs API: controlled rerun and measure jobs, read-only."""
 
+from django import forms
+from django_filters import rest_framework as filters
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers, viewsets
 
 from registry.models import RerunJob
@@ -9,7 +13,7 @@ class JobSerializer(serializers.ModelSerializer):
     kernel = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     workload = serializers.CharField(source="workload.summary", read_only=True)
     url = serializers.CharField(source="get_absolute_url", read_only=True)
-    agreement_pct = serializers.FloatField(read_only=True)
+    agreement_pct = serializers.FloatField(read_only=True, allow_null=True)
 
     class Meta:
         model = RerunJob
@@ -50,12 +54,29 @@ class JobDetailSerializer(JobSerializer):
         fields = [*JobSerializer.Meta.fields, "samples", "environment", "protocol"]
 
 
+@extend_schema_field(OpenApiTypes.INT)
+class IdFilter(filters.NumberFilter):
+    """A whole number; an unknown (or out-of-range) id is an empty list, not a 400 as with
+    ModelChoiceFilter. Filtering `run__id`, not `run_id`, keeps Django's integer range check."""
+
+    field_class = forms.IntegerField
+
+
+class JobFilter(filters.FilterSet):
+    run = IdFilter(field_name="run__id")
+    result_run = IdFilter(field_name="result_run__id")
+
+    class Meta:
+        model = RerunJob
+        fields = ["state", "kind", "gpu_slug", "provider", "metric"]
+
+
 class JobViewSet(viewsets.ReadOnlyModelViewSet):
     """Controlled jobs: state, target GPU model, result and its agreement with the recorded run.
     The list leaves out raw samples and the captured environment; a job's own page has them."""
 
     queryset = RerunJob.objects.public().order_by("-pk")
-    filterset_fields = ["state", "kind", "run", "result_run", "gpu_slug", "provider", "metric"]
+    filterset_class = JobFilter
 
     def get_serializer_class(self):
         return JobDetailSerializer if self.action == "retrieve" else JobSerializer
