@@ -5,7 +5,7 @@ token authentication needs none. The same services and rate limits as the forms.
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.shortcuts import get_object_or_404
 from drf_spectacular.utils import extend_schema
-from rest_framework import generics, parsers, permissions, serializers, status
+from rest_framework import generics, permissions, serializers, status
 from rest_framework.response import Response
 
 from attestations import ratelimit, services
@@ -71,7 +71,6 @@ class AttestationListCreate(generics.ListAPIView):
 
     serializer_class = OwnAttestationSerializer
     permission_classes = [permissions.IsAuthenticated]
-    parser_classes = [parsers.JSONParser]  # the API speaks JSON; the site has the forms
     queryset = Attestation.objects.none()  # for the schema; requests use get_queryset
 
     def get_queryset(self):
@@ -113,7 +112,6 @@ class IssueReportListCreate(generics.ListAPIView):
 
     serializer_class = IssueReportSerializer
     permission_classes = [permissions.IsAuthenticated]
-    parser_classes = [parsers.JSONParser]
     queryset = IssueReport.objects.none()  # for the schema; requests use get_queryset
 
     def get_queryset(self):

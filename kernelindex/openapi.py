@@ -22,7 +22,7 @@ DESCRIPTIONS = {
     "400": "A parameter or the body is invalid.",
     "403": "Credentials missing, invalid or revoked, or not allowed to do this.",
     "404": "No such object, or no such page.",
-    "415": "The body is not JSON.",
+    "415": "The body is in a media type the operation does not take.",
     "429": "Too many requests; see Retry-After.",
 }
 
