@@ -30,13 +30,19 @@ def parse_rate(rate: str) -> tuple[int, int]:
 def submission_consume(request) -> Limited | None:
     """Count one submission for the user and the client address; `Limited` if either is over."""
     limits = getattr(settings, "ATTESTATIONS_SUBMISSION_LIMITS", DEFAULT_LIMITS)
+    return limit_consume(request, action="submit", limits=limits, what="submissions", verb="file")
+
+
+def limit_consume(request, *, action: str, limits: dict, what: str, verb: str) -> Limited | None:
+    """Count one `action` for the user and the client address against `limits` ({"user": "10/h",
+    "ip": "30/h"}, either may be empty); `Limited` if either is over."""
     keys = {"user": f"user:{request.user.pk}", "ip": f"ip:{get_adapter().get_client_ip(request)}"}
     for scope in ("user", "ip"):
         if not limits.get(scope):
             continue
         amount, period = parse_rate(limits[scope])
         window = int(time.time() // period)
-        key = f"attestations:submit:{keys[scope]}:{window}"
+        key = f"attestations:{action}:{keys[scope]}:{window}"
         cache.add(key, 0, timeout=period + 60)
         try:
             count = cache.incr(key)
@@ -48,7 +54,7 @@ def submission_consume(request) -> Limited | None:
             who = "you" if scope == "user" else "your network address"
             return Limited(
                 message=(
-                    f"Too many submissions: {who} may file {amount} per {_period_name(period)}. "
+                    f"Too many {what}: {who} may {verb} {amount} per {_period_name(period)}. "
                     f"Please try again in {_duration(retry_after)}."
                 ),
                 retry_after=retry_after,

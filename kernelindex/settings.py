@@ -175,6 +175,8 @@ LOGIN_URL = "account_login"
 ACCOUNT_EMAIL_SUBJECT_PREFIX = "[KernelIndex] "
 # Submissions (attestations and issue reports) per user and per client address, "N/s|m|h|d".
 ATTESTATIONS_SUBMISSION_LIMITS = {"user": "10/h", "ip": "30/h"}
+# Rerun and measure requests (one admin action or measure form each) per moderator.
+RERUN_REQUEST_LIMITS = {"user": _env(env.str, "RERUN_REQUEST_LIMIT", default="30/h")}
 if GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET:
     SOCIALACCOUNT_PROVIDERS = {
         "github": {"APPS": [{"client_id": GITHUB_CLIENT_ID, "secret": GITHUB_CLIENT_SECRET}]}
@@ -194,6 +196,12 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.AnonRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"anon": _env(env.str, "API_ANON_RATE", default="600/minute")},
 }
+# Rate limits key on the client's address. Behind N reverse proxies (the load balancer) it is
+# the Nth from the right in X-Forwarded-For; with 0, the default, no header is trusted and it
+# is REMOTE_ADDR (otherwise a client could rotate X-Forwarded-For to escape every IP limit).
+TRUSTED_PROXY_COUNT = _env(env.int, "TRUSTED_PROXY_COUNT", default=0)
+ALLAUTH_TRUSTED_PROXY_COUNT = TRUSTED_PROXY_COUNT
+REST_FRAMEWORK["NUM_PROXIES"] = TRUSTED_PROXY_COUNT
 SPECTACULAR_SETTINGS = {
     "TITLE": "KernelIndex API",
     "DESCRIPTION": "Public registry of GPU-kernel benchmark runs.",

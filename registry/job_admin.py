@@ -2,12 +2,15 @@
 and the form that queues measure jobs. Every change goes through registry.services.reruns."""
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
-from django.http import HttpResponseRedirect
+from django.http import HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.html import escape
 
+from attestations.ratelimit import limit_consume
 from registry.models import (
     Environment,
     Implementation,
@@ -27,12 +30,32 @@ class RerunRequestForm(forms.Form):
     issue_report_pk = forms.IntegerField(required=False, min_value=1, label="Issue report number")
 
 
+def _request_limited(request) -> HttpResponse | None:
+    """A 429 with Retry-After once this moderator has asked for too many job batches; each
+    batch keeps GPUs busy, so a stuck button or a script cannot flood the queues."""
+    limited = limit_consume(
+        request,
+        action="jobs",
+        limits=getattr(settings, "RERUN_REQUEST_LIMITS", {"user": "30/h"}),
+        what="rerun and measure requests",
+        verb="make",
+    )
+    if limited is None:
+        return None
+    return HttpResponse(
+        escape(limited.message), status=429, headers={"Retry-After": str(limited.retry_after)}
+    )
+
+
 @admin.action(description="Request rerun on the run's GPU model", permissions=["change"])
 def request_rerun(modeladmin, request, queryset):
     """Intermediate page first: who asks is recorded, and why."""
     if "apply" in request.POST:
         form = RerunRequestForm(request.POST)
         if form.is_valid():
+            limited = _request_limited(request)
+            if limited:
+                return limited
             _reruns_request(modeladmin, request, queryset, form.cleaned_data)
             return None
     else:
@@ -156,6 +179,9 @@ class RerunJobAdmin(admin.ModelAdmin):
             raise PermissionDenied
         form = MeasureRequestForm(request.POST or None)
         if request.method == "POST" and form.is_valid():
+            limited = _request_limited(request)
+            if limited:
+                return limited
             data = form.cleaned_data
             try:
                 outcome = measure_request(

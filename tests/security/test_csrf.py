@@ -57,7 +57,9 @@ class TestWithTheTokenTheRequestGetsThrough:
     def test_a_page_form(self, world):
         client = session_client(world, "other")
         url = reverse("attestations:attestation-create", args=[world.run.pk])
-        response = client.post(url, {"kind": "note", "text": "Same here.", "csrfmiddlewaretoken": csrf_token(client)})
+        response = client.post(
+            url, {"kind": "note", "text": "Same here.", "csrfmiddlewaretoken": csrf_token(client)}
+        )
         assert response.status_code == 302
         assert world.run.attestations.filter(text="Same here.").exists()
 
