@@ -1,10 +1,11 @@
-from allauth.account.decorators import secure_admin_login
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-# The admin signs in through allauth's login page: one login form, with its rate limits.
-admin.site.login = secure_admin_login(admin.site.login)
+from kernelindex.admin_login import RateLimitedAdminLoginForm
+
+# The admin's login counts against allauth's failed-login limits, like the site's login.
+admin.site.login_form = RateLimitedAdminLoginForm
 
 urlpatterns = [
     path("admin/", admin.site.urls),
