@@ -5,6 +5,7 @@ input strictly (booleans, dates, choices, `name:value` workload parameters) and 
 the database with a NUL byte in it (PostgreSQL refuses those).
 """
 
+import datetime
 import re
 
 import django_filters
@@ -92,6 +93,25 @@ class TextFilter(django_filters.CharFilter):
     """A text filter as SafeForm bounds it: at most MAX_VALUE_LENGTH characters, no NUL byte."""
 
 
+class UtcIsoDateTimeField(django_filters.fields.IsoDateTimeField):
+    """An ISO 8601 date-time, turned into UTC before it reaches the database: Python takes UTC
+    offsets up to ±23:59, PostgreSQL only up to ±15:59 (a 500 before this)."""
+
+    def to_python(self, value):
+        value = super().to_python(value)
+        if value is None:
+            return None
+        try:
+            return value.astimezone(datetime.UTC)
+        except OverflowError:  # past year 1 or 9999 once in UTC: the bound is the calendar's edge
+            edge = datetime.datetime.min if value.year == 1 else datetime.datetime.max
+            return edge.replace(tzinfo=datetime.UTC)
+
+
+class UtcIsoDateTimeFilter(django_filters.IsoDateTimeFilter):
+    field_class = UtcIsoDateTimeField
+
+
 class StrictBooleanField(forms.Field):
     def to_python(self, value):
         if value in (None, ""):
@@ -148,8 +168,8 @@ class RunFilter(django_filters.FilterSet):
     current = StrictBooleanFilter(
         method="filter_current", help_text="true: only runs neither withdrawn nor superseded."
     )
-    observed_after = django_filters.IsoDateTimeFilter(field_name="observed_at", lookup_expr="gte")
-    observed_before = django_filters.IsoDateTimeFilter(field_name="observed_at", lookup_expr="lt")
+    observed_after = UtcIsoDateTimeFilter(field_name="observed_at", lookup_expr="gte")
+    observed_before = UtcIsoDateTimeFilter(field_name="observed_at", lookup_expr="lt")
     external_id = TextFilter()
     digest = TextFilter()
     comparison_key = TextFilter()
