@@ -13,7 +13,7 @@ Roles, in the order the matrix lists them:
   cookie and the token are both still sent.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 from allauth.socialaccount.models import SocialAccount, SocialApp, SocialToken
@@ -44,7 +44,6 @@ class World:
     approved: object  # the owner's approved note
     report: IssueReport  # the owner's open issue report
     job: RerunJob
-    clients: dict = field(default_factory=dict)
 
     def client(self, role: str, **kwargs) -> Client:
         """A fresh client carrying the role's credentials."""

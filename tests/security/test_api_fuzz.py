@@ -10,6 +10,7 @@ from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 from rest_framework.authtoken.models import Token
+from rest_framework.throttling import AnonRateThrottle
 
 from tests.security.conftest import ROLES
 
@@ -31,8 +32,16 @@ def wsgi_app():
     signals.request_finished.connect(close_old_connections)
 
 
+@pytest.fixture
+def no_throttles(settings, monkeypatch):
+    """The anonymous throttle and the submission limit off (test_rate_limits.py tests them):
+    otherwise after a few hundred requests every answer is a 429 and nothing else is fuzzed."""
+    monkeypatch.setattr(AnonRateThrottle, "THROTTLE_RATES", {"anon": None})
+    settings.ATTESTATIONS_SUBMISSION_LIMITS = {}
+
+
 @pytest.fixture(params=ROLES)
-def api_schema(request, world, wsgi_app):
+def api_schema(request, world, wsgi_app, no_throttles):
     """The schema as the app serves it, loaded as one role: the fixture's parameter."""
     config = {
         "generation": {"max-examples": EXAMPLES},
