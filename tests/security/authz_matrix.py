@@ -33,6 +33,7 @@ class Row(NamedTuple):
 
 # fmt: off
 ROWS = [
+    # Each code string: visitor owner other moderator worker revoked.
 
     # Django admin: only the moderator (staff, in `moderators`) gets in, and only to the moderation
     # models, read-only (change POSTs are 403); everyone else is sent to the admin login.
@@ -236,8 +237,10 @@ ROWS = [
     Row('api/v1/<drf_format_suffix:format>', path='api/v1/.json', GET="200 200 200 200 200 403", POST="403 405 405 405 405 403", PUT="403 405 405 405 405 403", PATCH="403 405 405 405 405 403", DELETE="403 405 405 405 405 403"),
     Row('api/v1/runs/<int:run_pk>/attestations/', path='api/v1/runs/{run}/attestations/', GET="200 200 200 200 200 403", POST="405 405 405 405 405 403", PUT="405 405 405 405 405 403", PATCH="405 405 405 405 405 403", DELETE="405 405 405 405 405 403"),
     Row('api/v1/attestations/', GET="403 200 200 200 200 403", POST="403 400 400 400 400 403", PUT="403 405 405 405 405 403", PATCH="403 405 405 405 405 403", DELETE="403 405 405 405 405 403"),
+    # The owner's pending reproduction: its author and the moderators only.
     Row('api/v1/attestations/<int:pk>/', path='api/v1/attestations/{attestation}/', GET="404 200 404 200 404 403", POST="405 405 405 405 405 403", PUT="405 405 405 405 405 403", PATCH="405 405 405 405 405 403", DELETE="405 405 405 405 405 403"),
     Row('api/v1/issue-reports/', GET="403 200 200 200 200 403", POST="403 400 400 400 400 403", PUT="403 405 405 405 405 403", PATCH="403 405 405 405 405 403", DELETE="403 405 405 405 405 403"),
+    # The owner's issue report: private to its reporter and the moderators.
     Row('api/v1/issue-reports/<int:pk>/', path='api/v1/issue-reports/{report}/', GET="403 200 404 200 404 403", POST="403 405 405 405 405 403", PUT="403 405 405 405 405 403", PATCH="403 405 405 405 405 403", DELETE="403 405 405 405 405 403"),
     Row('api/v1/jobs/$', path='api/v1/jobs/', GET="200 200 200 200 200 403", POST="403 405 405 405 405 403", PUT="403 405 405 405 405 403", PATCH="403 405 405 405 405 403", DELETE="403 405 405 405 405 403"),
     Row('api/v1/jobs/(?P<pk>[^/.]+)/$', path='api/v1/jobs/{job}/', GET="200 200 200 200 200 403", POST="403 405 405 405 405 403", PUT="403 405 405 405 405 403", PATCH="403 405 405 405 405 403", DELETE="403 405 405 405 405 403"),
