@@ -14,7 +14,7 @@ from rest_framework.throttling import AnonRateThrottle
 
 from tests.security.conftest import ROLES
 
-# 100 per operation and role in CI (about 9 minutes on two shared cores); fewer by default.
+# 100 per operation and role in CI (6–8 minutes on two shared cores); 25 by default.
 EXAMPLES = int(os.environ.get("KERNELINDEX_FUZZ_EXAMPLES", "100" if os.environ.get("CI") else "25"))
 POSITIVE_POST = ["2xx", "400", "401", "403", "404", "409", "429"]
 
