@@ -16,60 +16,11 @@ import pytest
 from registry.models import BenchmarkRun, JobState, RerunJob
 from registry.services import rerun_request
 from tests.faults.support import figure, levels_seen, needs_redis, small_cpu_rows
-from tests.faults.workers import FaultWorker, until
+from tests.faults.workers import FaultWorker, machine_lost, running, watch_until_finished
 from tests.reruns.conftest import csv_import
 from tests.reruns.worker import queue_length, redis_client
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True), needs_redis]
-FINISHED = {JobState.SUCCEEDED, JobState.DIVERGED, JobState.FAILED, JobState.CANCELLED}
-
-
-def watch_until_finished(job: RerunJob, run: BenchmarkRun, timeout: float = 150) -> list[str]:
-    """Poll the job until it finishes; return every level the run showed meanwhile and after."""
-    levels = []
-
-    def done():
-        levels.append(BenchmarkRun.objects.values_list("evidence_level", flat=True).get(pk=run.pk))
-        job.refresh_from_db()
-        return job.state in FINISHED
-
-    until(done, timeout, f"job {job.pk} to finish", interval=0.1)
-    levels.append(BenchmarkRun.objects.values_list("evidence_level", flat=True).get(pk=run.pk))
-    return levels
-
-
-def running(job: RerunJob, timeout: float = 90) -> None:
-    until(lambda: RerunJob.objects.filter(pk=job.pk, state=JobState.RUNNING).exists(), timeout, "the claim")
-
-
-def descendants(pid: int) -> list[int]:
-    found, frontier = [], [pid]
-    while frontier:
-        parent = frontier.pop()
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    with open(f"/proc/{entry}/stat") as stat:
-                        if int(stat.read().rsplit(")", 1)[1].split()[1]) == parent:
-                            found.append(int(entry))
-                            frontier.append(int(entry))
-                except (OSError, IndexError, ValueError):
-                    continue
-    return found
-
-
-def machine_lost(worker: FaultWorker) -> float:
-    """SIGKILL the worker, its pool and its harness (which runs in a session of its own), as a
-    lost host would go. Returns when it happened (epoch seconds)."""
-    harness = descendants(worker.process.pid)
-    killed_at = time.time()
-    worker.kill()
-    for pid in harness:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return killed_at
 
 
 def completed_once(job: RerunJob, run: BenchmarkRun, levels: list[str], *workers: FaultWorker) -> None:
@@ -85,7 +36,9 @@ def completed_once(job: RerunJob, run: BenchmarkRun, levels: list[str], *workers
 
 
 class TestPoolProcessKilled:
-    def test_the_job_is_claimed_again_once_stale_and_completes_once(self, slow_cpu_run, clean_broker, tmp_path):
+    def test_the_job_is_claimed_again_once_stale_and_completes_once(
+        self, slow_cpu_run, clean_broker, tmp_path
+    ):
         worker = FaultWorker(tmp_path).start()
         try:
             job = rerun_request(run=slow_cpu_run)
@@ -138,7 +91,9 @@ class TestWholeWorkerKilled:
         finally:
             second.stop()
 
-    def test_the_reconciler_puts_the_job_back_and_sends_again_a_lost_message(self, tmp_path, clean_broker, db):
+    def test_the_reconciler_puts_the_job_back_and_sends_again_a_lost_message(
+        self, tmp_path, clean_broker, db
+    ):
         csv_import(tmp_path / "runs.csv", small_cpu_rows(2))
         runs = list(BenchmarkRun.objects.order_by("pk"))
         # The reconciler every second; kombu's own restore out of reach (90 s) so it cannot help.

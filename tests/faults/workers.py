@@ -2,15 +2,19 @@
 when asked (`celery worker -B`), its pool child found by pid, and its log read for what each
 attempt did."""
 
+import os
 import re
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from registry.models import BenchmarkRun, JobState, RerunJob
 from tests.reruns.worker import ROOT, Worker
 
 CLAIMED = re.compile(r"Job (\d+) claimed: attempt lease ([0-9a-f]{32})")
+FINISHED = {JobState.SUCCEEDED, JobState.DIVERGED, JobState.FAILED, JobState.CANCELLED}
 RECORDED = re.compile(r"registry\.job_record\[[^]]+\] succeeded in [0-9.]+s: '([a-z_ ']+)'")
 
 
@@ -83,3 +87,51 @@ def until(condition, timeout: float, what: str, interval: float = 0.1):
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def watch_until_finished(job: RerunJob, run: BenchmarkRun, timeout: float = 150) -> list[str]:
+    """Poll the job until it finishes; return every level the run showed meanwhile and after."""
+    levels = []
+
+    def done():
+        levels.append(BenchmarkRun.objects.values_list("evidence_level", flat=True).get(pk=run.pk))
+        job.refresh_from_db()
+        return job.state in FINISHED
+
+    until(done, timeout, f"job {job.pk} to finish", interval=0.1)
+    levels.append(BenchmarkRun.objects.values_list("evidence_level", flat=True).get(pk=run.pk))
+    return levels
+
+
+def running(job: RerunJob, timeout: float = 90) -> None:
+    until(lambda: RerunJob.objects.filter(pk=job.pk, state=JobState.RUNNING).exists(), timeout, "the claim")
+
+
+def descendants(pid: int) -> list[int]:
+    found, frontier = [], [pid]
+    while frontier:
+        parent = frontier.pop()
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat") as stat:
+                        if int(stat.read().rsplit(")", 1)[1].split()[1]) == parent:
+                            found.append(int(entry))
+                            frontier.append(int(entry))
+                except (OSError, IndexError, ValueError):
+                    continue
+    return found
+
+
+def machine_lost(worker: FaultWorker) -> float:
+    """SIGKILL the worker, its pool and its harness (which runs in a session of its own), as a
+    lost host would go. Returns when it happened (epoch seconds)."""
+    harness = descendants(worker.process.pid)
+    killed_at = time.time()
+    worker.kill()
+    for pid in harness:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return killed_at
