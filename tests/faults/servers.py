@@ -8,6 +8,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -100,8 +101,9 @@ class PostgresServer:
     stopped by the test. initdb refuses root, so the cluster belongs to the `postgres` user
     when the tests run as root."""
 
-    def __init__(self, folder: Path, port: int):
-        self.folder, self.port = Path(folder), port
+    def __init__(self, port: int):
+        # Its own folder under /tmp: the `postgres` user cannot enter pytest's root-only one.
+        self.folder, self.port = Path(tempfile.mkdtemp(prefix="kernelindex-faults-pg-")), port
         self.data = self.folder / "data"
         self.as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
 
