@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from bench.stack import Stack, data_csv
-from tests.faults.servers import PostgresServer, RedisServer, port_free, wait_until
+from bench.servers import PostgresServer, RedisServer, port_free, wait_until
 from tests.faults.support import figure
 
 pytestmark = pytest.mark.worker
