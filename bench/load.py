@@ -108,7 +108,9 @@ def failure_kinds(failures_csv: Path) -> list[str]:
     if not failures_csv.exists():
         return []
     with failures_csv.open(newline="") as handle:
-        return [f"{r['Occurrences']} × {r['Method']} {r['Name']}: {r['Error']}" for r in csv.DictReader(handle)]
+        return [
+            f"{r['Occurrences']} × {r['Method']} {r['Name']}: {r['Error']}" for r in csv.DictReader(handle)
+        ]
 
 
 def load_run(*, postgres: str, users: int, duration_s: int, geglu_only: bool, folder: Path) -> dict:

@@ -15,8 +15,8 @@ import time
 import psycopg
 import pytest
 
-from bench.stack import Stack, data_csv
 from bench.servers import PostgresServer, RedisServer, port_free, wait_until
+from bench.stack import Stack, data_csv
 from tests.faults.support import figure
 
 pytestmark = pytest.mark.worker
