@@ -307,7 +307,10 @@ if not CELERY_BROKER_URL.startswith("filesystem://"):
     )
     # Only the fault test that runs a job longer than the visibility timeout on purpose sets this.
     _visibility_unchecked = _env(env.bool, "CELERY_VISIBILITY_TIMEOUT_UNCHECKED", default=False)
-    if CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] <= JOB_HARNESS_TIMEOUT and not _visibility_unchecked:
+    if (
+        CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] <= JOB_HARNESS_TIMEOUT
+        and not _visibility_unchecked
+    ):
         raise ImproperlyConfigured(
             "CELERY_VISIBILITY_TIMEOUT must be longer than JOB_HARNESS_TIMEOUT (the longest job)."
         )

@@ -84,7 +84,9 @@ def job_execute(self, job_id: int, signed: dict | None = None, signature: str = 
     logger.info("Job %s claimed: attempt lease %s", job_id, claim.lease)
     if claim.spec != signed["spec"]:
         # The row no longer says what was signed: run neither.
-        services.job_fail(job_id=job_id, lease=claim.lease, error="The job's spec differs from the signed one.")
+        services.job_fail(
+            job_id=job_id, lease=claim.lease, error="The job's spec differs from the signed one."
+        )
         return "refused"
     with _heartbeat(job_id, claim.lease):
         result = _harness_run(signed["spec"])
