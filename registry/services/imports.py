@@ -256,10 +256,5 @@ def groups_rerank(*, keys: Iterable[str] | None = None, source: Source | None = 
 
 
 def bundled_data_load(*, progress=None) -> dict[str, ImportSummary]:
-    """Everything the project ships: the Liger data, then KernelIndex's own controlled runs."""
-    from registry.services.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_load
-
-    summaries = {"liger-kernel": liger_import(path=BUNDLED_LIGER_CSV, progress=progress)}
-    if any(BUNDLED_CONTROLLED_DIR.glob("*.json")):
-        summaries["kernelindex-controlled"] = controlled_runs_load(path=BUNDLED_CONTROLLED_DIR)
-    return summaries
+    """Everything the project ships: the Liger data (and, as they are added, controlled runs)."""
+    return {"liger-kernel": liger_import(path=BUNDLED_LIGER_CSV, progress=progress)}

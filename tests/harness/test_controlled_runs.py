@@ -1,8 +1,10 @@
 """The controlled H200 runs that ship with the project load with the evidence that justifies them."""
 
 import json
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 
 from registry.importers import liger
 from registry.models import BenchmarkRun, RerunJob
@@ -80,3 +82,17 @@ class TestALevelWithoutItsEvidenceIsRefused:
 
         assert BenchmarkRun.objects.count() == 0
         assert RerunJob.objects.count() == 0
+
+
+@pytest.mark.django_db
+class TestLoadBundledDataCommand:
+    def test_it_loads_the_liger_data_then_the_controlled_runs_and_again_changes_nothing(self):
+        first, second = StringIO(), StringIO()
+
+        call_command("load_bundled_data", stdout=first)
+        call_command("load_bundled_data", stdout=second)
+
+        assert "kernelindex-controlled: 32 rows: 32 created" in first.getvalue()
+        assert "kernelindex-controlled: 32 rows: 0 created, 32 unchanged" in second.getvalue()
+        assert BenchmarkRun.objects.filter(source__slug="liger-kernel").count() == 2448
+        assert BenchmarkRun.objects.filter(evidence_level="reproduced").count() == 29
