@@ -20,7 +20,9 @@ from registry.models import (
     Workload,
 )
 
-BUNDLED_LIGER_CSV = Path(__file__).resolve().parent.parent / "data" / "liger-kernel" / "all_benchmark_data.csv"
+BUNDLED_LIGER_CSV = (
+    Path(__file__).resolve().parent.parent / "data" / "liger-kernel" / "all_benchmark_data.csv"
+)
 BATCH_SIZE = 1000
 
 
