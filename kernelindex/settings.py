@@ -259,12 +259,44 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 
+# Controlled reruns (registry.services.reruns). A rerun agrees when its median is within
+# max(RERUN_TOLERANCE, the recorded p20–p80 spread relative to the median) of the recorded one.
+RERUN_TOLERANCE = _env(env.float, "RERUN_TOLERANCE", default=0.05)
+JOB_HARNESS_TIMEOUT = _env(env.float, "JOB_HARNESS_TIMEOUT", default=1800.0)
+JOB_HEARTBEAT_INTERVAL = _env(env.float, "JOB_HEARTBEAT_INTERVAL", default=15.0)
+JOB_STALE_AFTER = _env(env.float, "JOB_STALE_AFTER", default=120.0)
+JOB_MAX_ATTEMPTS = _env(env.int, "JOB_MAX_ATTEMPTS", default=3)
+JOB_RESEND_AFTER = _env(env.float, "JOB_RESEND_AFTER", default=3600.0)
+if JOB_STALE_AFTER <= 2 * JOB_HEARTBEAT_INTERVAL:
+    raise ImproperlyConfigured("JOB_STALE_AFTER must be more than twice JOB_HEARTBEAT_INTERVAL.")
+if not CELERY_BROKER_URL.startswith("filesystem://"):
+    # A lost message (worker killed before its late ack) comes back once it is older than the
+    # visibility timeout; kombu looks for such messages every interval × throttle seconds
+    # (10 × 10 by default, so ~100 s). The timeout must outlast the longest job.
+    CELERY_BROKER_TRANSPORT_OPTIONS.update(
+        {
+            "unacked_restore_interval": _env(env.int, "CELERY_UNACKED_RESTORE_INTERVAL", default=10),
+            "unacked_restore_throttle": _env(env.int, "CELERY_UNACKED_RESTORE_THROTTLE", default=10),
+        }
+    )
+    if CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] <= JOB_HARNESS_TIMEOUT:
+        raise ImproperlyConfigured(
+            "CELERY_VISIBILITY_TIMEOUT must be longer than JOB_HARNESS_TIMEOUT (the longest job)."
+        )
+CELERY_BEAT_SCHEDULE = {
+    "jobs-reconcile": {"task": "registry.jobs_reconcile", "schedule": 60.0, "options": {"queue": "default"}},
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Take the write lock at BEGIN: two concurrent requests then serialise cleanly (the second
+    # sees the first's job) instead of failing with "database is locked" on a stale snapshot.
+    DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
+
+
 # Operations (docs/deploy.md): upstream sync, health, metrics.
 PYPI_URL = _env(env.str, "PYPI_URL", default="https://pypi.org")
 PYPI_TIMEOUT = _env(env.int, "PYPI_TIMEOUT", default=60)
 LIGER_SYNC_DAILY = _env(env.bool, "LIGER_SYNC_DAILY", default=False)
 LIGER_SYNC_HOUR = _env(env.int, "LIGER_SYNC_HOUR", default=4)
-CELERY_BEAT_SCHEDULE = {}
 if LIGER_SYNC_DAILY:
     from celery.schedules import crontab
 

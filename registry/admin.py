@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from registry.job_admin import request_rerun
 from registry.models import (
     BenchmarkRun,
     Environment,
@@ -97,6 +98,7 @@ class BenchmarkRunAdmin(admin.ModelAdmin):
     ]
     search_fields = ["external_id", "digest", "comparison_key"]
     list_select_related = ["implementation", "implementation__kernel"]
+    actions = [request_rerun]
     raw_id_fields = [
         "superseded_by",
         "first_import",

@@ -1,1 +1,8 @@
-urlpatterns = []
+from rest_framework.routers import SimpleRouter
+
+from registry.job_api import JobViewSet
+
+router = SimpleRouter()
+router.register("jobs", JobViewSet, basename="job")
+
+urlpatterns = router.urls

@@ -1,2 +1,9 @@
+from django.urls import path
+
+from registry import job_views
+
 app_name = "jobs"
-urlpatterns = []
+urlpatterns = [
+    path("jobs/", job_views.job_list, name="list"),
+    path("jobs/<int:pk>/", job_views.job_detail, name="detail"),
+]

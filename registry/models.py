@@ -4,6 +4,7 @@ Specs (workload, protocol, environment, implementation) are content-addressed: e
 sha256 digest of its canonical spec, so re-importing the same data finds the same rows.
 """
 
+from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
@@ -229,6 +230,151 @@ class BenchmarkRun(models.Model):
     @property
     def is_current(self):
         return not self.withdrawn and self.superseded_by_id is None
+
+
+class JobKind(models.TextChoices):
+    RERUN = "rerun", "Rerun of a recorded run"
+    MEASURE = "measure", "New measurement"
+
+
+class JobState(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    DIVERGED = "diverged", "Diverged"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+ACTIVE_JOB_STATES = (JobState.QUEUED, JobState.RUNNING)
+
+
+class RerunJobQuerySet(models.QuerySet):
+    def active(self):
+        return self.filter(state__in=ACTIVE_JOB_STATES)
+
+    def public(self):
+        """What the job pages and the jobs API start from: every job, with what it is about."""
+        return self.select_related("kernel", "workload", "run", "run__implementation", "result_run")
+
+
+class RerunJob(models.Model):
+    """One controlled run on a KernelIndex GPU worker: a rerun of a recorded run, or a new
+    measurement of a workload. Only finishing one (registry.services.reruns.rerun_record_result)
+    ever changes a run's evidence level."""
+
+    kind = models.CharField(max_length=10, choices=JobKind.choices)
+    state = models.CharField(max_length=10, choices=JobState.choices, default=JobState.QUEUED)
+    run = models.ForeignKey(
+        BenchmarkRun,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="rerun_jobs",
+        help_text="For a rerun: the run measured again.",
+    )
+    result_run = models.ForeignKey(
+        BenchmarkRun,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="measured_by_jobs",
+        help_text="For a measure job: the run it created.",
+    )
+    # What to measure; for a rerun, copied from its run.
+    kernel = models.ForeignKey(Kernel, on_delete=models.PROTECT, related_name="jobs")
+    workload = models.ForeignKey(Workload, on_delete=models.PROTECT, related_name="jobs")
+    provider = models.CharField(max_length=100)
+    operation_mode = models.CharField(max_length=20, choices=TimedPass.choices)
+    metric = models.CharField(max_length=10, choices=Metric.choices)
+    gpu_slug = models.SlugField(max_length=100, help_text="The GPU model that must run it.")
+    # Who asked and why.
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="rerun_jobs",
+    )
+    reason = models.TextField(blank=True)
+    issue_report_pk = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The issue report that asked for it, if any."
+    )
+    # Execution.
+    worker_host = models.CharField(max_length=200, blank=True)
+    worker_gpu = models.CharField(max_length=200, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    lease = models.CharField(max_length=40, blank=True, help_text="Names the attempt that holds it.")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True, help_text="Last time its message was sent.")
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # Result.
+    unit = models.CharField(max_length=10, blank=True)
+    median = models.FloatField(null=True, blank=True)
+    p20 = models.FloatField(null=True, blank=True)
+    p80 = models.FloatField(null=True, blank=True)
+    ci_low = models.FloatField(null=True, blank=True, help_text="95% interval of the median.")
+    ci_high = models.FloatField(null=True, blank=True)
+    samples = models.JSONField(default=list, blank=True)
+    tolerance = models.FloatField(null=True, blank=True, help_text="Relative; reruns only.")
+    deviation = models.FloatField(
+        null=True, blank=True, help_text="(result − recorded) / recorded; reruns only."
+    )
+    environment = models.JSONField(default=dict, blank=True)
+    protocol = models.JSONField(default=dict, blank=True)
+    log = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+
+    objects = RerunJobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run"],
+                condition=models.Q(kind="rerun", state__in=["queued", "running"]),
+                name="one_active_rerun_per_run",
+            ),
+            models.UniqueConstraint(
+                fields=["workload", "provider", "operation_mode", "metric", "gpu_slug"],
+                condition=models.Q(kind="measure", state__in=["queued", "running"]),
+                name="one_active_measure_per_target",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(kind="measure") | models.Q(run__isnull=False),
+                name="rerun_has_a_run",
+            ),
+        ]
+        indexes = [models.Index(fields=["state", "heartbeat_at"])]
+
+    def __str__(self):
+        return f"{self.get_kind_display()} #{self.pk} ({self.state})"
+
+    def get_absolute_url(self):
+        return reverse("jobs:detail", args=[self.pk])
+
+    @property
+    def queue(self) -> str:
+        return f"gpu.{self.gpu_slug}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in ACTIVE_JOB_STATES
+
+    @property
+    def agreement_pct(self) -> float | None:
+        """The result as a percentage of the recorded median (100 = identical)."""
+        return None if self.deviation is None else 100 * (1 + self.deviation)
+
+    @property
+    def deviation_pct(self) -> float | None:
+        return None if self.deviation is None else 100 * self.deviation
+
+    @property
+    def tolerance_pct(self) -> float | None:
+        return None if self.tolerance is None else 100 * self.tolerance
 
 
 class SourceSync(models.Model):

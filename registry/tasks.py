@@ -1,4 +1,14 @@
+import logging
+import socket
+import threading
+import traceback
+from contextlib import contextmanager
+from functools import cache
+
 from celery import shared_task
+from celery.exceptions import MaxRetriesExceededError
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, connection
 
 from registry import services
 
@@ -8,6 +18,116 @@ def liger_import_task(path: str, release: str = "") -> dict:
     """Import a Liger CSV in the background; the same service as `manage.py import_liger`.
     Safe to run twice: a second run of the same file changes nothing."""
     return services.liger_import(path=path, release=release).as_dict()
+
+
+# Controlled runs. The GPU-side task claims a job, runs the harness and sends the result on;
+# the central task on the `default` queue records it through the one service that applies the
+# evidence rule. Both can be delivered twice or killed halfway: the claim and the lease decide.
+
+
+logger = logging.getLogger(__name__)
+TRANSIENT_ERRORS = (OperationalError, InterfaceError)
+WRONG_GPU_DELAY_S = 30
+
+
+@cache
+def worker_gpu_slug() -> str:
+    """This host's GPU model, asked once per process (importing torch is slow)."""
+    from registry.harness import local_gpu_slug
+
+    return local_gpu_slug()
+
+
+@shared_task(
+    name="registry.job_execute",
+    bind=True,
+    acks_late=True,
+    reject_on_worker_lost=True,
+    autoretry_for=TRANSIENT_ERRORS,
+    retry_backoff=5,
+    retry_backoff_max=300,
+    retry_jitter=True,
+    max_retries=8,
+    soft_time_limit=settings.JOB_HARNESS_TIMEOUT + 120,
+    time_limit=settings.JOB_HARNESS_TIMEOUT + 180,
+)
+def job_execute(self, job_id: int) -> str:
+    """Run one job on this worker's GPU, if it is this GPU model's and nobody else holds it."""
+    gpu = worker_gpu_slug()
+    claim = services.job_claim(job_id=job_id, gpu_slug=gpu, worker_host=socket.gethostname())
+    if claim.outcome == "wrong_gpu":
+        # Never run it here; send it on to its own model's queue (after a pause, so a worker
+        # started on the wrong queue cannot spin on it) and leave it queued.
+        logger.error("Job %s is for %s, this worker has %s: sent back to its queue", job_id, claim.queue, gpu)
+        services.job_send(job_id=job_id, queue=claim.queue, countdown=WRONG_GPU_DELAY_S)
+        return claim.outcome
+    if claim.outcome == "busy":
+        # Another attempt holds it and is alive; look again once it could have gone stale.
+        try:
+            raise self.retry(countdown=settings.JOB_STALE_AFTER, max_retries=8)
+        except MaxRetriesExceededError:
+            return claim.outcome  # jobs_reconcile looks after it from here
+    if claim.outcome != "claimed":
+        return claim.outcome  # finished, cancelled or gone: a duplicate delivery does nothing
+    result = _harness_run(job_id, claim)
+    job_record.apply_async(args=[job_id, claim.lease, result], queue=settings.CELERY_TASK_DEFAULT_QUEUE)
+    return result.get("status", "")
+
+
+def _harness_run(job_id: int, claim) -> dict:
+    from registry.harness import run_job_spec
+
+    with _heartbeat(job_id, claim.lease):
+        try:
+            return run_job_spec(claim.spec, timeout_s=settings.JOB_HARNESS_TIMEOUT)
+        except Exception as exc:  # a harness bug becomes a failed job, never a crashed worker
+            return {
+                "status": "failed",
+                "error": f"{type(exc).__name__}: {exc}",
+                "log": traceback.format_exc(),
+            }
+
+
+@contextmanager
+def _heartbeat(job_id: int, lease: str):
+    stop = threading.Event()
+
+    def beat():
+        try:
+            while not stop.wait(settings.JOB_HEARTBEAT_INTERVAL):
+                try:
+                    services.job_heartbeat(job_id=job_id, lease=lease)
+                except TRANSIENT_ERRORS:
+                    logger.warning("Heartbeat of job %s failed; trying again", job_id, exc_info=True)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-job-{job_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+@shared_task(
+    name="registry.job_record",
+    acks_late=True,
+    autoretry_for=TRANSIENT_ERRORS,
+    retry_backoff=2,
+    retry_backoff_max=120,
+    max_retries=10,
+)
+def job_record(job_id: int, lease: str, result: dict) -> str:
+    """Record a harness result; a second delivery, or a result from a stale attempt, is ignored."""
+    job = services.rerun_record_result(job_id=job_id, lease=lease, result=result)
+    return job.state if job is not None else "not this attempt's"
+
+
+@shared_task(name="registry.jobs_reconcile", acks_late=True, autoretry_for=TRANSIENT_ERRORS, max_retries=3)
+def jobs_reconcile_task() -> dict:
+    return services.jobs_reconcile()
 
 
 @shared_task(name="registry.sync_liger", acks_late=True, time_limit=1800, soft_time_limit=1700)

@@ -11,3 +11,15 @@ from registry.services.imports import (  # noqa: F401
     groups_rerank,
     liger_import,
 )
+from registry.services.reruns import (  # noqa: F401
+    JobRefused,
+    job_cancel,
+    job_claim,
+    job_fail,
+    job_heartbeat,
+    job_send,
+    jobs_reconcile,
+    measure_request,
+    rerun_record_result,
+    rerun_request,
+)

@@ -1,0 +1,132 @@
+"""The Liger harness: runs one workload through liger-kernel's own benchmark code, in a child process.
+
+    from registry.harness import run_job_spec, local_gpu_slug
+
+`run_job_spec(spec, timeout_s=...)` never raises for a harness failure: a crash, time-out, CUDA
+error or out-of-memory comes back as status "failed" with the log; a kernel it cannot map or a
+bad parameter as status "refused" with the reason. Importing this package imports neither torch
+nor Django settings; the web tier can import it.
+"""
+
+import functools
+import subprocess
+import sys
+
+from django.utils.text import slugify
+
+from registry.harness.cache import LIGER_KERNEL_VERSION, HarnessMissing, harness_ready
+from registry.harness.kernels import KERNELS
+from registry.harness.session import session_run
+from registry.harness.spec import Refused, plan_for
+
+__all__ = ["KERNELS", "LIGER_KERNEL_VERSION", "local_gpu_slug", "protocol_for", "run_job_spec"]
+
+LIGER_REPOSITORY = "https://github.com/linkedin/Liger-Kernel"
+COMPARABILITY = (
+    "Comparable only with KernelIndex-controlled runs of the same kernel, workload, timed pass, "
+    "GPU model and protocol."
+)
+
+
+def run_job_spec(spec: dict, *, timeout_s: float) -> dict:
+    try:
+        plan = plan_for(spec)
+    except Refused as exc:
+        return _result("refused", error=str(exc))
+    try:
+        root = harness_ready()
+    except HarnessMissing as exc:
+        return _result("failed", error=str(exc))
+    answer = session_run(plan, root=root, timeout_s=timeout_s)
+    if answer.get("environment"):
+        answer["environment"]["gpu_slug"] = gpu_slug(answer["environment"].get("gpu_name", ""))
+    return _result(
+        answer["status"],
+        error=answer.get("error", ""),
+        log=answer.get("log", ""),
+        protocol=protocol_for(device=plan["device"], metric=plan["metric"]),
+        **{k: answer[k] for k in ("median", "p20", "p80", "unit", "samples", "environment") if k in answer},
+        sampling=answer.get("measured", {}),
+    )
+
+
+@functools.cache
+def local_gpu_slug() -> str:
+    """ "cpu" without a CUDA GPU, else the slug of torch's name for device 0 (the importer's slugs:
+    "NVIDIA A100-SXM4-80GB" -> "nvidia-a100-sxm4-80gb"). Asked in a child process, so that the
+    worker itself never initialises CUDA (a forked pool process could not use it afterwards)."""
+    probe = "import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')"
+    try:
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return "cpu"
+    name = out.stdout.strip().splitlines()[-1] if out.returncode == 0 and out.stdout.strip() else ""
+    return gpu_slug(name)
+
+
+def gpu_slug(gpu_name: str) -> str:
+    return slugify(gpu_name) if gpu_name and gpu_name != "CPU" else "cpu"
+
+
+def protocol_for(*, device: str, metric: str) -> dict:
+    """The protocol of a controlled run; the same for every job of one device kind and metric, so
+    that its digest names it. What varies per job (the sample budget) is in the result's
+    `sampling`."""
+    common = {
+        "harness": "Liger-Kernel benchmark scripts",
+        "harnessRepository": LIGER_REPOSITORY,
+        "harnessVersion": f"liger-kernel {LIGER_KERNEL_VERSION} source distribution",
+        "statistic": "median",
+        "quantiles": [0.5, 0.2, 0.8],
+    }
+    if metric == "memory":
+        return {
+            **common,
+            "name": "KernelIndex controlled run: Liger-Kernel memory benchmark",
+            "timer": "torch.cuda.max_memory_allocated",
+            "comparabilityFamily": "kernelindex/liger-peak-memory",
+            "samples": "the 10 peaks (MiB) that utils._test_memory takes its quantiles of",
+            "notes": "Peak max_memory_allocated() over 10 runs of the upstream pass, in MiB "
+            "(labelled MB as upstream does). " + COMPARABILITY,
+        }
+    samples = {"returnMode": "all", "minCount": 20, "minMs": 100, "maxMs": 5000}
+    if device == "cpu":
+        return {
+            **common,
+            "name": "KernelIndex controlled run: Liger-Kernel speed benchmark, CPU wall clock",
+            "timer": "CPU wall clock (time.perf_counter, in do_bench's loop)",
+            "comparabilityFamily": "kernelindex/cpu-wall-clock",
+            "samples": samples,
+            "notes": "The upstream setup and pass on the CPU, for the plain-PyTorch providers; "
+            "triton.testing.do_bench's loop and statistics timed with time.perf_counter. Not "
+            "comparable with any GPU timing. " + COMPARABILITY,
+        }
+    return {
+        **common,
+        "name": "KernelIndex controlled run: Liger-Kernel speed benchmark",
+        "timer": "CUDA events (triton.testing.do_bench)",
+        "comparabilityFamily": "kernelindex/liger-do-bench-cuda-events",
+        "samples": samples,
+        "notes": "median / p20 / p80: the upstream call as it stands (its own warmup and rep). "
+        "Raw samples: the same callable timed again with return_mode='all' for at least 100 ms "
+        "and 20 calls (at most 5 s). " + COMPARABILITY,
+    }
+
+
+def _result(status, *, error="", log="", **fields) -> dict:
+    result = {
+        "status": status,
+        "median": None,
+        "p20": None,
+        "p80": None,
+        "unit": None,
+        "samples": [],
+        "environment": {},
+        "protocol": {},
+        "log": log,
+        "error": error,
+    }
+    result.update(fields)
+    if status != "ok":
+        result.update(median=None, p20=None, p80=None)
+    return result

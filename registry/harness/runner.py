@@ -1,0 +1,281 @@
+"""The harness's child process: runs workloads, one at a time, through liger-kernel's own benchmark
+code. Started by registry.harness.session as `python -P -u runner.py`; needs torch and nothing of
+KernelIndex or Django.
+
+Protocol: one JSON request a line on stdin ({"start": {...}} first, then plans), one JSON answer
+a line on the file descriptor named by KERNELINDEX_HARNESS_RESULT_FD. Everything upstream prints
+goes to stdout / stderr, which the parent keeps as the job's log.
+
+What is timed is decided by upstream: `utils.build_speed_bench_fn(setup)` or the script's own
+`bench_speed_<kernel>`, which call `triton.testing.do_bench`. This process wraps that one
+function: the upstream call runs unchanged and gives the source's figures (y50, y20, y80); right
+after it, the same callable is timed again with `return_mode="all"` over a longer budget for the
+raw samples. Memory: `utils._test_memory` runs unchanged while `max_memory_allocated` is read
+through a recorder, so the samples are exactly the peaks upstream took its quantiles of.
+"""
+
+import gc
+import importlib
+import importlib.metadata
+import importlib.util
+import inspect
+import json
+import os
+import platform
+import resource
+import socket
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+class Recorder:
+    """Wraps triton.testing.do_bench and utils._test_memory; keeps what each call measured."""
+
+    def __init__(self, do_bench, samples):
+        self.do_bench = do_bench
+        self.parameters = inspect.signature(do_bench).parameters
+        self.samples = samples  # {"min_count", "min_ms", "max_ms"}
+        self.calls = []
+
+    def timed(self, fn, *args, **kwargs):
+        result = self.do_bench(fn, *args, **kwargs)
+        bound = dict(zip(self.parameters, (fn, *args), strict=False), **kwargs)
+        if bound.get("return_mode") == "all":
+            return result
+        per_call_ms = result[0] if isinstance(result, list | tuple) else result
+        rep = min(
+            max(self.samples["min_ms"], per_call_ms * self.samples["min_count"] * 1.2),
+            self.samples["max_ms"],
+        )
+        samples, began = [], time.monotonic()
+        while len(samples) < self.samples["min_count"] and time.monotonic() - began < rep / 1000:
+            samples += self.do_bench(
+                fn,
+                warmup=bound.get("warmup", 25),
+                rep=rep,
+                grad_to_none=bound.get("grad_to_none"),
+                return_mode="all",
+            )
+        self.calls.append(
+            {
+                "samples": [float(s) for s in samples],
+                "rep_ms": rep,
+                "warmup_ms": bound.get("warmup", 25),
+                "upstream_rep_ms": bound.get("rep", 100),
+            }
+        )
+        return result
+
+    def memory(self, test_memory, accelerator):
+        def recorded(func, *args, **kwargs):
+            peaks = []
+            real = accelerator.max_memory_allocated
+
+            def reading(*a, **k):
+                value = real(*a, **k)
+                peaks.append(value / 2**20)
+                return value
+
+            accelerator.max_memory_allocated = reading
+            try:
+                return test_memory(func, *args, **kwargs)
+            finally:
+                accelerator.max_memory_allocated = real
+                self.calls.append({"samples": peaks})
+
+        return recorded
+
+
+def start(options: dict) -> dict:
+    """Paths, Triton (or the CPU stand-in), the recorders; once per process."""
+    root = Path(options["root"])
+    for path in (root, root / "src", root / "benchmark" / "scripts"):
+        sys.path.insert(0, str(path))
+    device = options["device"]
+    real_triton = importlib.util.find_spec("triton") is not None
+    if device == "cpu":
+        cpu_triton = _load_sibling("cpu_triton")
+        if not real_triton:
+            cpu_triton.install()
+    import torch
+    import triton.testing
+
+    if device == "cpu":
+        # One thread by default: on a shared machine, intra-op threads that wait for each
+        # other turn every timing into noise. The count is part of the captured environment.
+        torch.set_num_threads(int(os.environ.get("KERNELINDEX_HARNESS_CPU_THREADS", "1")))
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device 'cuda' was asked for, but torch sees no CUDA GPU here")
+    do_bench = cpu_triton.cpu_do_bench if device == "cpu" else triton.testing.do_bench
+    recorder = Recorder(do_bench, options["samples"])
+    triton.testing.do_bench = recorder.timed
+    import utils  # benchmark/scripts/utils.py
+
+    if device == "cuda":
+        utils._test_memory = recorder.memory(utils._test_memory, torch.cuda)
+    return {
+        "torch": torch,
+        "utils": utils,
+        "recorder": recorder,
+        "environment": environment(device, real_triton),
+    }
+
+
+def run(state: dict, plan: dict) -> dict:
+    torch, utils, recorder = state["torch"], state["utils"], state["recorder"]
+    recorder.calls = []
+    module = importlib.import_module(plan["script"])
+    config = {k: _dtype(torch, v) for k, v in plan["config"].items()}
+    run_input = utils.SingleBenchmarkRunInput(
+        x=plan["x_value"],
+        kernel_provider=plan["provider"],
+        kernel_operation_mode=plan["operation_mode"],
+        extra_benchmark_config=config,
+    )
+    function = getattr(module, plan["function"])
+    if plan["entry"] == "setup":
+        build = utils.build_speed_bench_fn if plan["metric"] == "latency" else utils.build_memory_bench_fn
+        function = build(function)
+    output = function(run_input)
+    if plan["device"] == "cuda":
+        torch.cuda.synchronize()
+    samples = recorder.calls[-1]["samples"] if recorder.calls else []
+    return {
+        "status": "ok",
+        "median": float(output.y_50),
+        "p20": float(output.y_20),
+        "p80": float(output.y_80),
+        "unit": "ms" if plan["metric"] == "latency" else "MB",
+        "samples": samples,
+        "measured": {"calls": len(recorder.calls), **(recorder.calls[-1] if recorder.calls else {})},
+        "environment": state["environment"],
+        "error": "",
+    }
+
+
+def environment(device: str, real_triton: bool) -> dict:
+    import torch
+
+    gpu = torch.cuda.get_device_name() if device == "cuda" else ""
+    return {
+        "gpu_name": gpu or "CPU",
+        "cpu": _cpu_model(),
+        "cpu_threads": torch.get_num_threads(),
+        "compute_capability": ".".join(map(str, torch.cuda.get_device_capability())) if gpu else None,
+        "driver": _driver() if gpu else None,
+        "cuda": torch.version.cuda,
+        "torch": torch.__version__,
+        "triton": _version("triton") if real_triton else None,
+        "liger_kernel": _version("liger-kernel"),
+        "transformers": _version("transformers"),
+        "python": platform.python_version(),
+        "host": socket.gethostname(),
+    }
+
+
+def _dtype(torch, value):
+    if isinstance(value, str) and value.startswith("torch."):
+        dtype = getattr(torch, value.removeprefix("torch."), None)
+        if isinstance(dtype, torch.dtype):
+            return dtype
+    return value
+
+
+def _version(name):
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _driver():
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _cpu_model():
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def _load_sibling(name):
+    spec = importlib.util.spec_from_file_location(f"kernelindex_{name}", HERE / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _failure(exc: BaseException) -> dict:
+    traceback.print_exc()
+    name = type(exc).__name__
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if isinstance(exc, MemoryError) or "OutOfMemoryError" in name or "out of memory" in message.lower():
+        kind = "out of memory"
+    elif "CUDA" in message or "cuda" in name.lower():
+        kind = "CUDA error"
+    else:
+        kind = "the upstream benchmark raised"
+    return {"status": "failed", "error": f"{kind}: {name}: {message}"[:2000]}
+
+
+def _limit_memory():
+    limit = int(os.environ.get("KERNELINDEX_HARNESS_MEMORY_BYTES", "0") or 0)
+    if limit > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _die_with_parent():
+    """Linux: a killed worker takes its harness child with it."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def main() -> None:
+    _die_with_parent()
+    _limit_memory()
+    answers = os.fdopen(int(os.environ["KERNELINDEX_HARNESS_RESULT_FD"]), "w", buffering=1)
+    state = None
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            if "start" in request:
+                state = start(request["start"])
+                answer = {"status": "ready", "environment": state["environment"]}
+            else:
+                answer = run(state, request["plan"])
+        except BaseException as exc:  # noqa: BLE001 - every failure is reported, never raised
+            answer = _failure(exc)
+        finally:
+            gc.collect()
+            if state is not None and state["torch"].cuda.is_available():
+                state["torch"].cuda.empty_cache()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        answers.write(json.dumps(answer) + "\n")
+
+
+if __name__ == "__main__":
+    main()

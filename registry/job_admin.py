@@ -1,0 +1,187 @@
+"""Moderators' controls for controlled runs: the "Request rerun" action on runs, the job list,
+and the form that queues measure jobs. Every change goes through registry.services.reruns."""
+
+from django import forms
+from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+
+from registry.models import (
+    Environment,
+    Implementation,
+    JobState,
+    Kernel,
+    Metric,
+    RerunJob,
+    TimedPass,
+    Workload,
+)
+from registry.services import JobRefused, job_cancel, measure_request, rerun_request
+from registry.services.reruns import CPU_SLUG
+
+
+class RerunRequestForm(forms.Form):
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+    issue_report_pk = forms.IntegerField(required=False, min_value=1, label="Issue report number")
+
+
+@admin.action(description="Request rerun on the run's GPU model", permissions=["change"])
+def request_rerun(modeladmin, request, queryset):
+    """Intermediate page first: who asks is recorded, and why."""
+    if "apply" in request.POST:
+        form = RerunRequestForm(request.POST)
+        if form.is_valid():
+            _reruns_request(modeladmin, request, queryset, form.cleaned_data)
+            return None
+    else:
+        form = RerunRequestForm()
+    return TemplateResponse(
+        request,
+        "admin/registry/rerunjob/request_rerun.html",
+        {
+            **modeladmin.admin_site.each_context(request),
+            "title": "Request controlled reruns",
+            "runs": queryset.select_related("implementation", "environment"),
+            "form": form,
+            "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+            "opts": modeladmin.model._meta,
+        },
+    )
+
+
+def _reruns_request(modeladmin, request, queryset, data):
+    created = 0
+    for run in queryset.select_related("implementation", "environment"):
+        try:
+            rerun_request(
+                run=run,
+                requested_by=request.user,
+                reason=data["reason"],
+                issue_report_pk=data["issue_report_pk"],
+            )
+            created += 1
+        except JobRefused as refusal:
+            modeladmin.message_user(request, str(refusal), messages.WARNING)
+    if created:
+        modeladmin.message_user(request, f"{created} rerun job(s) queued.", messages.SUCCESS)
+
+
+def _gpu_choices():
+    slugs = set(Environment.objects.values_list("slug", flat=True)) | {CPU_SLUG}
+    return [(slug, slug) for slug in sorted(slugs)]
+
+
+def _provider_choices():
+    providers = Implementation.objects.order_by("provider").values_list("provider", flat=True).distinct()
+    return [(p, p) for p in providers]
+
+
+class MeasureRequestForm(forms.Form):
+    kernel = forms.ModelChoiceField(queryset=Kernel.objects.order_by("name"))
+    providers = forms.MultipleChoiceField(
+        choices=_provider_choices, widget=forms.CheckboxSelectMultiple, label="Implementations"
+    )
+    operation_modes = forms.MultipleChoiceField(
+        choices=TimedPass.choices, widget=forms.CheckboxSelectMultiple, label="Timed passes"
+    )
+    metrics = forms.MultipleChoiceField(choices=Metric.choices, widget=forms.CheckboxSelectMultiple)
+    gpu_slug = forms.ChoiceField(choices=_gpu_choices, label="GPU model")
+    workloads = forms.ModelMultipleChoiceField(
+        queryset=Workload.objects.select_related("kernel").order_by("kernel__slug", "slug"),
+        required=False,
+        help_text="Leave empty for every workload of the kernel that has runs of these implementations.",
+    )
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
+
+    def clean(self):
+        data = super().clean()
+        kernel, workloads = data.get("kernel"), data.get("workloads")
+        if kernel and workloads and any(w.kernel_id != kernel.pk for w in workloads):
+            raise forms.ValidationError("Every workload must belong to the chosen kernel.")
+        return data
+
+
+@admin.register(RerunJob)
+class RerunJobAdmin(admin.ModelAdmin):
+    list_display = [
+        "pk",
+        "kind",
+        "state",
+        "kernel",
+        "provider",
+        "operation_mode",
+        "metric",
+        "gpu_slug",
+        "attempts",
+        "median",
+        "deviation",
+        "created_at",
+        "finished_at",
+    ]
+    list_filter = ["state", "kind", "gpu_slug", "metric", "operation_mode", "kernel"]
+    search_fields = ["run__external_id", "provider", "worker_host", "reason"]
+    list_select_related = ["kernel"]
+    actions = ["cancel_jobs"]
+    change_list_template = "admin/registry/rerunjob/change_list.html"
+
+    def get_readonly_fields(self, request, obj=None):
+        # Jobs change only through the services; the admin shows them.
+        return [f.name for f in RerunJob._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.action(description="Cancel selected queued jobs", permissions=["change"])
+    def cancel_jobs(self, request, queryset):
+        cancelled = sum(job_cancel(job=job) for job in queryset.filter(state=JobState.QUEUED))
+        self.message_user(request, f"{cancelled} job(s) cancelled; running jobs are left to finish.")
+
+    def get_urls(self):
+        return [
+            path(
+                "measure/",
+                self.admin_site.admin_view(self.measure_view),
+                name="registry_rerunjob_measure",
+            ),
+            *super().get_urls(),
+        ]
+
+    def measure_view(self, request):
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        form = MeasureRequestForm(request.POST or None)
+        if request.method == "POST" and form.is_valid():
+            data = form.cleaned_data
+            try:
+                outcome = measure_request(
+                    kernel=data["kernel"],
+                    providers=data["providers"],
+                    operation_modes=data["operation_modes"],
+                    metrics=data["metrics"],
+                    gpu_slug=data["gpu_slug"],
+                    workloads=data["workloads"] or None,
+                    requested_by=request.user,
+                    reason=data["reason"],
+                )
+            except JobRefused as refusal:
+                form.add_error(None, str(refusal))
+            else:
+                self.message_user(request, f"{len(outcome.created)} measure job(s) queued.", messages.SUCCESS)
+                for skipped in outcome.skipped:
+                    self.message_user(request, f"Skipped {skipped}.", messages.WARNING)
+                return HttpResponseRedirect(reverse("admin:registry_rerunjob_changelist"))
+        return TemplateResponse(
+            request,
+            "admin/registry/rerunjob/measure.html",
+            {
+                **self.admin_site.each_context(request),
+                "title": "Request measure jobs",
+                "form": form,
+                "opts": self.model._meta,
+            },
+        )

@@ -1,0 +1,28 @@
+"""Pages for controlled jobs: a list and one page per job, which refreshes while it is live."""
+
+from django.core.paginator import Paginator
+from django.shortcuts import get_object_or_404, render
+
+from registry.models import JobState, RerunJob
+
+REFRESH_SECONDS = 5
+
+
+def job_list(request):
+    jobs = RerunJob.objects.public()
+    state = request.GET.get("state", "")
+    if state in JobState.values:
+        jobs = jobs.filter(state=state)
+    page = Paginator(jobs, 50).get_page(request.GET.get("page"))
+    return render(
+        request, "registry/job_list.html", {"page": page, "state": state, "states": JobState.choices}
+    )
+
+
+def job_detail(request, pk):
+    job = get_object_or_404(RerunJob.objects.public(), pk=pk)
+    response = render(request, "registry/job_detail.html", {"job": job, "refresh_seconds": REFRESH_SECONDS})
+    if job.is_active:
+        # The browser reloads the page until the job finishes: live state without JavaScript.
+        response["Refresh"] = str(REFRESH_SECONDS)
+    return response

@@ -1,0 +1,142 @@
+"""Fixtures for controlled runs: a small Liger CSV whose workloads run in a second on a CPU,
+the roles, and a harness result as the harness reports one."""
+
+import csv
+
+import pytest
+from django.contrib.auth.models import Permission, User
+
+from registry.models import BenchmarkRun
+from registry.services import liger_import
+
+HEADER = [
+    "kernel_name",
+    "kernel_provider",
+    "kernel_operation_mode",
+    "metric_name",
+    "metric_unit",
+    "x_name",
+    "x_label",
+    "x_value",
+    "y_value_50",
+    "y_value_20",
+    "y_value_80",
+    "extra_benchmark_config_str",
+    "gpu_name",
+    "timestamp",
+    "liger_version",
+]
+SMALL_GEGLU = (
+    '{"bsz": 2, "hidden_size": 64, "intermediate_size": 128, '
+    '"hidden_act": "gelu_pytorch_tanh", "dtype": "torch.float32"}'
+)
+# intermediate_size is missing: the upstream setup function fails on it.
+BROKEN_GEGLU = '{"bsz": 2, "hidden_size": 64, "hidden_act": "gelu_pytorch_tanh", "dtype": "torch.float32"}'
+
+
+def row(provider="huggingface", mode="forward", metric="speed", gpu="NVIDIA H200", y=(1.0, 0.98, 1.02), **kw):
+    unit = "ms" if metric == "speed" else "MB"
+    return [
+        kw.get("kernel", "geglu"),
+        provider,
+        mode,
+        metric,
+        unit,
+        "T",
+        "sequence length",
+        str(kw.get("x", 16)),
+        *map(str, y),
+        kw.get("config", SMALL_GEGLU),
+        gpu,
+        kw.get("timestamp", "2025-01-02 03:04:05"),
+        "0.8.4",
+    ]
+
+
+def csv_import(path, rows):
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(HEADER)
+        writer.writerows(rows)
+    return liger_import(path=path)
+
+
+SMALL_ROWS = [
+    row("huggingface", "forward", y=(1.0, 0.98, 1.02)),
+    row("liger", "forward", y=(0.8, 0.79, 0.81)),
+    row("huggingface", "full", y=(3.0, 2.9, 3.1)),
+    # A CPU run recorded at a value no CPU reaches for this workload: its rerun diverges.
+    row("huggingface", "forward", gpu="cpu", y=(100000.0, 99000.0, 101000.0), x=32),
+    # A CPU run whose workload the upstream setup cannot build: its rerun fails.
+    row("huggingface", "forward", gpu="cpu", y=(1.0, 1.0, 1.0), x=8, config=BROKEN_GEGLU),
+]
+
+
+@pytest.fixture
+def small_data(tmp_path, db):
+    csv_import(tmp_path / "small.csv", SMALL_ROWS)
+    return BenchmarkRun.objects.select_related("implementation", "environment", "workload")
+
+
+@pytest.fixture
+def h200_run(small_data):
+    return small_data.get(
+        implementation__provider="huggingface", operation_mode="forward", environment__slug="nvidia-h200"
+    )
+
+
+@pytest.fixture
+def far_off_cpu_run(small_data):
+    return small_data.get(environment__slug="cpu", workload__parameters__T=32)
+
+
+@pytest.fixture
+def broken_cpu_run(small_data):
+    return small_data.get(environment__slug="cpu", workload__parameters__T=8)
+
+
+@pytest.fixture
+def moderator(db):
+    user = User.objects.create_user("moderator", "moderator@example.org", "pw", is_staff=True)
+    user.user_permissions.add(
+        *Permission.objects.filter(
+            codename__in=["change_benchmarkrun", "view_benchmarkrun", "change_rerunjob", "view_rerunjob"]
+        )
+    )
+    return user
+
+
+@pytest.fixture
+def contributor(db):
+    return User.objects.create_user("contributor", "contributor@example.org", "pw")
+
+
+def harness_result(median, *, p20=None, p80=None, samples=None, gpu_slug="nvidia-h200", unit="ms", **extra):
+    """A result in the shape `registry.harness.run_job_spec` returns."""
+    samples = (
+        samples
+        if samples is not None
+        else [median * f for f in (0.97, 0.99, 1.0, 1.0, 1.01, 1.03, 1.0, 0.995)]
+    )
+    return {
+        "status": "ok",
+        "median": median,
+        "p20": p20 if p20 is not None else median * 0.99,
+        "p80": p80 if p80 is not None else median * 1.01,
+        "unit": unit,
+        "samples": samples,
+        "environment": {
+            "gpu_name": "NVIDIA H200" if gpu_slug != "cpu" else "",
+            "gpu_slug": gpu_slug,
+            "driver": "580.65",
+            "cuda": "13.0",
+            "torch": "2.11.0",
+            "triton": "3.6.0",
+            "liger_kernel": "0.8.5",
+            "transformers": "4.57.1",
+        },
+        "protocol": {"warmup_ms": 25, "rep_ms": 10, "samples_ms": 100},
+        "log": "ran\n",
+        "error": "",
+        **extra,
+    }

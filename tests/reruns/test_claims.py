@@ -1,0 +1,133 @@
+"""Claiming a job: one attempt at a time, the right GPU model only, stale attempts taken over."""
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+from django.utils import timezone
+
+from registry.models import JobState, RerunJob
+from registry.services import JobRefused, job_claim, job_heartbeat, jobs_reconcile, rerun_request
+
+pytestmark = pytest.mark.django_db
+
+
+def stale(job):
+    RerunJob.objects.filter(pk=job.pk).update(heartbeat_at=timezone.now() - timedelta(hours=1))
+
+
+class TestClaim:
+    def test_a_second_delivery_finds_nothing_to_claim(self, h200_run):
+        job = rerun_request(run=h200_run)
+        first = job_claim(job_id=job.pk, gpu_slug="nvidia-h200", worker_host="a")
+        second = job_claim(job_id=job.pk, gpu_slug="nvidia-h200", worker_host="b")
+        assert (first.outcome, second.outcome) == ("claimed", "busy")
+        job.refresh_from_db()
+        assert (job.state, job.attempts, job.lease, job.worker_host) == (
+            JobState.RUNNING,
+            1,
+            first.lease,
+            "a",
+        )
+
+    def test_a_worker_with_another_gpu_does_not_take_it(self, h200_run):
+        job = rerun_request(run=h200_run)
+        claim = job_claim(job_id=job.pk, gpu_slug="cpu", worker_host="a")
+        assert (claim.outcome, claim.queue) == ("wrong_gpu", "gpu.nvidia-h200")
+        job.refresh_from_db()
+        assert (job.state, job.attempts) == (JobState.QUEUED, 0)
+
+    def test_a_stale_attempt_is_taken_over_with_a_new_lease(self, h200_run):
+        job = rerun_request(run=h200_run)
+        first = job_claim(job_id=job.pk, gpu_slug="nvidia-h200", worker_host="a")
+        stale(job)
+        second = job_claim(job_id=job.pk, gpu_slug="nvidia-h200", worker_host="b")
+        assert second.outcome == "claimed"
+        assert second.lease != first.lease
+        assert not job_heartbeat(job_id=job.pk, lease=first.lease)
+        assert job_heartbeat(job_id=job.pk, lease=second.lease)
+        job.refresh_from_db()
+        assert job.attempts == 2
+
+    @override_settings(JOB_MAX_ATTEMPTS=2)
+    def test_a_job_whose_worker_is_lost_too_often_fails(self, h200_run):
+        job = rerun_request(run=h200_run)
+        for _ in range(2):
+            assert job_claim(job_id=job.pk, gpu_slug="nvidia-h200", worker_host="a").outcome == "claimed"
+            stale(job)
+        assert job_claim(job_id=job.pk, gpu_slug="nvidia-h200", worker_host="a").outcome == "gone"
+        job.refresh_from_db()
+        h200_run.refresh_from_db()
+        assert job.state == JobState.FAILED
+        assert "2 attempts" in job.error
+        assert h200_run.evidence_level == "reported"
+
+    def test_a_cancelled_job_is_not_claimed(self, h200_run):
+        from registry.services import job_cancel
+
+        job = rerun_request(run=h200_run)
+        assert job_cancel(job=job)
+        assert job_claim(job_id=job.pk, gpu_slug="nvidia-h200", worker_host="a").outcome == "gone"
+
+
+class TestReconcile:
+    def test_a_running_job_with_a_stale_heartbeat_goes_back_to_its_queue(
+        self, h200_run, django_capture_on_commit_callbacks
+    ):
+        job = rerun_request(run=h200_run)
+        job_claim(job_id=job.pk, gpu_slug="nvidia-h200", worker_host="a")
+        stale(job)
+        with django_capture_on_commit_callbacks() as sent:
+            counts = jobs_reconcile()
+        assert counts == {"requeued": 1, "failed": 0, "resent": 0}
+        assert len(sent) == 1
+        job.refresh_from_db()
+        assert (job.state, job.lease) == (JobState.QUEUED, "")
+
+    def test_a_live_job_is_left_alone(self, h200_run, django_capture_on_commit_callbacks):
+        job = rerun_request(run=h200_run)
+        job_claim(job_id=job.pk, gpu_slug="nvidia-h200", worker_host="a")
+        with django_capture_on_commit_callbacks() as sent:
+            assert jobs_reconcile() == {"requeued": 0, "failed": 0, "resent": 0}
+        assert sent == []
+        job.refresh_from_db()
+        assert job.state == JobState.RUNNING
+
+    def test_a_queued_job_whose_message_may_be_lost_is_sent_again(
+        self, h200_run, django_capture_on_commit_callbacks
+    ):
+        job = rerun_request(run=h200_run)
+        RerunJob.objects.filter(pk=job.pk).update(sent_at=timezone.now() - timedelta(days=1))
+        with django_capture_on_commit_callbacks() as sent:
+            assert jobs_reconcile()["resent"] == 1
+        assert len(sent) == 1
+        job.refresh_from_db()
+        assert job.state == JobState.QUEUED
+
+
+@pytest.mark.django_db(transaction=True)
+class TestConcurrentRequests:
+    def test_two_concurrent_requests_give_one_active_job_and_one_refusal(self, h200_run):
+        barrier = threading.Barrier(2)
+        outcomes = []
+
+        def request():
+            try:
+                barrier.wait()
+                outcomes.append(rerun_request(run=h200_run).pk)
+            except JobRefused as refusal:
+                outcomes.append(str(refusal))
+            finally:
+                connection.close()
+
+        threads = [threading.Thread(target=request) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+        assert sorted(type(o).__name__ for o in outcomes) == ["int", "str"]
+        assert "already has an active rerun" in next(o for o in outcomes if isinstance(o, str))
+        assert RerunJob.objects.active().filter(run=h200_run).count() == 1

@@ -1,0 +1,142 @@
+"""A real Celery worker process for the pipeline tests, on the test database and real Redis."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+# Short enough for a test, each still longer than what it bounds: a job here takes seconds.
+WORKER_ENV = {
+    "JOB_HEARTBEAT_INTERVAL": "0.5",
+    "JOB_STALE_AFTER": "3",
+    "JOB_HARNESS_TIMEOUT": "25",
+    "CELERY_VISIBILITY_TIMEOUT": "30",
+    "CELERY_UNACKED_RESTORE_INTERVAL": "1",
+    "CELERY_UNACKED_RESTORE_THROTTLE": "1",
+}
+
+
+def broker_is_redis() -> bool:
+    return settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://"))
+
+
+def database_url() -> str:
+    """The test database, as the worker process must reach it."""
+    db = connection.settings_dict
+    if db["ENGINE"] == "django.db.backends.sqlite3":
+        return f"sqlite:///{Path(db['NAME']).resolve()}"
+    user = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgres://{user}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def redis_client():
+    import redis
+
+    return redis.Redis.from_url(settings.CELERY_BROKER_URL)
+
+
+def broker_clear() -> None:
+    """Forget every message a previous test left: queues and kombu's unacked bookkeeping."""
+    client = redis_client()
+    keys = [*client.scan_iter(match="gpu.*"), *client.scan_iter(match="default*")]
+    keys += [k for k in ("unacked", "unacked_index", "unacked_mutex") if client.exists(k)]
+    if keys:
+        client.delete(*keys)
+
+
+def queue_length(name: str) -> int:
+    return redis_client().llen(name)
+
+
+class Worker:
+    """`celery -A kernelindex worker -Q gpu.cpu,default`, in its own process group so that a test
+    can SIGKILL it with its pool and harness processes, as a lost machine would go."""
+
+    def __init__(self, log_dir: Path, **env):
+        self.name = f"test-{uuid.uuid4().hex[:8]}"
+        self.log_path = log_dir / f"{self.name}.log"
+        self.env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "DATABASE_URL": database_url(),
+            "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+            **WORKER_ENV,
+            **env,
+        }
+        self.process = None
+
+    def start(self, timeout: float = 90) -> "Worker":
+        command = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "kernelindex",
+            "worker",
+            "-Q",
+            "gpu.cpu,default",
+            "-c",
+            "1",
+            "--prefetch-multiplier",
+            "1",
+            "-n",
+            f"{self.name}@%h",
+            "-l",
+            "info",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ]
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        self.wait_for(lambda: " ready." in self.log(), timeout, "the worker to be ready")
+        return self
+
+    def log(self, since: int = 0) -> str:
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return text[since:]
+
+    def mark(self) -> int:
+        """Where the log ends now, for `log(since=...)`."""
+        return len(self.log())
+
+    def wait_for(self, condition, timeout: float, what: str, interval: float = 0.05):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = condition()
+            if value:
+                return value
+            if self.process is not None and self.process.poll() is not None:
+                raise AssertionError(f"the worker exited ({self.process.returncode}):\n{self.log()[-4000:]}")
+            time.sleep(interval)
+        raise AssertionError(f"timed out waiting for {what}; worker log:\n{self.log()[-4000:]}")
+
+    def kill(self) -> None:
+        """SIGKILL the worker, its pool and whatever they started."""
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=30)
+        self.process = None
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)  # whatever it left behind
+        except ProcessLookupError:
+            pass
+        self.process.wait(timeout=30)
+        self.process = None
