@@ -24,6 +24,7 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from prometheus_client import multiprocess
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.utils import floatToGoString
 
 JOB_DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600)
 JOB_DURATION_WINDOW = timedelta(days=1)
@@ -148,7 +149,7 @@ class DatabaseCollector:
         for gpu, started, ended in finished.values_list("gpu_slug", "started_at", "finished_at"):
             by_queue.setdefault(f"gpu.{gpu}", []).append(max((ended - started).total_seconds(), 0))
         for queue, durations in sorted(by_queue.items()):
-            buckets = [(str(b), sum(d <= b for d in durations)) for b in JOB_DURATION_BUCKETS]
+            buckets = [(floatToGoString(b), sum(d <= b for d in durations)) for b in JOB_DURATION_BUCKETS]
             buckets.append(("+Inf", len(durations)))
             family.add_metric([queue], buckets, sum_value=sum(durations))
         return family

@@ -307,6 +307,7 @@ if LIGER_SYNC_DAILY:
     }
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+OPERATIONS_INSPECT_TIMEOUT = _env(env.float, "OPERATIONS_INSPECT_TIMEOUT", default=1.0)
 # /metrics answers a bearer token (METRICS_TOKEN); without one, only direct loopback requests.
 METRICS_TOKEN = _env(env.str, "METRICS_TOKEN", default="")
 PROMETHEUS_EXPORT_MIGRATIONS = False

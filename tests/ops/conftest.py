@@ -162,3 +162,39 @@ def contributor(django_user_model):
     return django_user_model.objects.create_user(
         username="carl", email="carl@example.org", password="pw-carl-1234"
     )
+
+
+@pytest.fixture
+def fixture_runs(tmp_path, db):
+    """The 12 runs of the main extract (GeGLU on an A100, JSD on a B200)."""
+    from registry.models import BenchmarkRun
+    from registry.services import liger_import
+
+    path = tmp_path / "all_benchmark_data.csv"
+    path.write_bytes(fixture_bytes("all_benchmark_data.csv"))
+    liger_import(path=path, release="0.8.5")
+    return BenchmarkRun.objects.select_related("environment", "implementation").order_by("pk")
+
+
+@pytest.fixture
+def jobs(fixture_runs):
+    """Three reruns through the reruns services: one queued, one running whose worker stopped
+    beating ten minutes ago, one that failed after 90 seconds."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from registry.models import RerunJob
+    from registry.services.reruns import job_claim, job_fail, rerun_request
+
+    a100 = [r for r in fixture_runs if r.environment.slug == "nvidia-a100-sxm4-80gb"]
+    b200 = [r for r in fixture_runs if r.environment.slug == "nvidia-b200"]
+    queued = rerun_request(run=a100[0], reason="check")
+    stuck = rerun_request(run=a100[1], reason="check")
+    job_claim(job_id=stuck.pk, gpu_slug="nvidia-a100-sxm4-80gb", worker_host="gpu-a1")
+    RerunJob.objects.filter(pk=stuck.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=10))
+    failed = rerun_request(run=b200[0], reason="check")
+    job_claim(job_id=failed.pk, gpu_slug="nvidia-b200", worker_host="gpu-b1")
+    job_fail(job_id=failed.pk, error="CUDA out of memory")
+    RerunJob.objects.filter(pk=failed.pk).update(started_at=timezone.now() - timedelta(seconds=90))
+    return {"queued": queued, "stuck": stuck, "failed": failed}

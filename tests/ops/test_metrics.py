@@ -107,13 +107,23 @@ class TestMetricsFigures:
         )
         assert samples[created] == 10
 
-    def test_moderation_queues_and_jobs_appear_only_where_their_models_exist(self, scrape):
+    def test_jobs_are_counted_by_state_and_gpu_queue_with_durations(self, jobs, scrape):
+        samples = scrape()
+
+        a100, b200 = "gpu.nvidia-a100-sxm4-80gb", "gpu.nvidia-b200"
+        assert samples[_key("kernelindex_jobs", state="queued", queue=a100)] == 1
+        assert samples[_key("kernelindex_jobs", state="running", queue=a100)] == 1
+        assert samples[_key("kernelindex_jobs", state="failed", queue=b200)] == 1
+        assert samples[_key("kernelindex_job_duration_seconds_count", queue=b200)] == 1
+        assert samples[_key("kernelindex_job_duration_seconds_bucket", queue=b200, le="60.0")] == 0
+        assert samples[_key("kernelindex_job_duration_seconds_bucket", queue=b200, le="120.0")] == 1
+        assert 89 <= samples[_key("kernelindex_job_duration_seconds_sum", queue=b200)] <= 100
+
+    def test_moderation_queues_appear_once_their_models_exist(self, scrape):
         from django.apps import apps
 
         names = {name for name, _ in scrape()}
 
-        has_jobs = any(m.__name__ == "RerunJob" for m in apps.get_app_config("registry").get_models())
-        assert ("kernelindex_jobs" in names) == has_jobs
         has_attestations = any(
             m.__name__ == "Attestation" for m in apps.get_app_config("attestations").get_models()
         )
