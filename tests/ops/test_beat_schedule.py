@@ -18,6 +18,9 @@ app.loader.import_default_modules()
 entries = {}
 for name, entry in app.conf.beat_schedule.items():
     schedule = entry["schedule"]
+    if not hasattr(schedule, "hour"):  # an interval, e.g. jobs-reconcile every 60 s
+        entries[name] = {"task": entry["task"]}
+        continue
     entries[name] = {
         "task": entry["task"],
         "registered": entry["task"] in app.tasks,

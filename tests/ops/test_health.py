@@ -53,11 +53,13 @@ class TestReadyz:
         assert response.json()["checks"]["cache"]["ok"] is False
         assert response.json()["checks"]["database"]["ok"] is True
 
-    def test_not_ready_when_the_broker_does_not_answer(self, client):
+    def test_not_ready_when_the_broker_does_not_answer(self, client, monkeypatch):
         from kernelindex.celery import app
 
         saved = app.conf.broker_url
-        app.conf.broker_url = "redis://127.0.0.1:9/0"  # the discard port: nothing listens
+        dead = "redis://127.0.0.1:9/0"  # the discard port: nothing listens
+        monkeypatch.setenv("CELERY_BROKER_URL", dead)  # Celery prefers the environment's
+        app.conf.broker_url = dead
         try:
             response = client.get(reverse("readyz"))
         finally:
