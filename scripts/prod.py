@@ -214,7 +214,7 @@ def running() -> list[str]:
 
 def down(args) -> None:
     found = pids()
-    for name, pid in found.items():
+    for pid in found.values():
         if alive(pid):
             try:
                 os.killpg(pid, signal.SIGTERM)  # each process leads its own session and group

@@ -60,7 +60,7 @@ def _snapshot(cursor, model) -> dict:
     digest_columns = [
         f.column for f in model._meta.concrete_fields if f.name == "digest" or f.name.endswith("_digest")
     ]
-    columns = ", ".join([f'"{c}"' for c in digest_columns] + [f"md5(t::text)"])
+    columns = ", ".join([f'"{c}"' for c in digest_columns] + ["md5(t::text)"])
     cursor.execute(f'SELECT "{pk}", {columns} FROM "{table}" t ORDER BY "{pk}"')
     return {row[0]: row[1:] for row in cursor.fetchall()}
 
