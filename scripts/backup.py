@@ -103,8 +103,19 @@ def dump(args) -> Path:
             tar.add(media, arcname="media")
         manifest.update(media=archive.name, media_sha256=sha256(archive))
     (out / f"kernelindex-{stamp}.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    if args.keep_days:
+        prune(out, keep_days=args.keep_days, keep=target)
     print(target)
     return target
+
+
+def prune(out: Path, *, keep_days: int, keep: Path) -> None:
+    """Delete this script's own backups older than keep_days; never the one just written."""
+    cutoff = datetime.now(UTC).timestamp() - keep_days * 86400
+    pattern = re.compile(r"^kernelindex-\d{8}T\d{6}Z(-media\.tar\.gz|\.dump|\.json)$")
+    for path in out.iterdir():
+        if pattern.match(path.name) and path.stat().st_mtime < cutoff and path.stem != keep.stem:
+            path.unlink()
 
 
 def restore(args) -> None:
@@ -178,6 +189,7 @@ def main(argv=None):
     p.add_argument("--database-url", default=os.environ.get("DATABASE_URL", ""))
     p.add_argument("--out", default=os.environ.get("BACKUP_DIR", var_dir / "backups"))
     p.add_argument("--media", default=var_dir / "media")
+    p.add_argument("--keep-days", type=int, default=0, help="delete older backups in --out (0: keep all)")
     p.set_defaults(handler=dump)
     p = commands.add_parser("restore", help="pg_restore a dump into a database")
     p.add_argument("dump")
