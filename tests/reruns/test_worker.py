@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from registry.harness.cache import harness_fetch
 from registry.models import BenchmarkRun, JobState, Kernel, RerunJob
 from registry.services import job_send, measure_request, rerun_request
 from tests.reruns.worker import Worker, broker_clear, broker_is_redis, queue_length
@@ -23,6 +24,7 @@ JOB_TIMEOUT = 90
 
 @pytest.fixture(scope="module")
 def worker(django_db_setup, tmp_path_factory):
+    harness_fetch()  # the pinned liger-kernel sdist, from PyPI the first time
     broker_clear()
     worker = Worker(tmp_path_factory.mktemp("worker")).start()
     yield worker
@@ -34,10 +36,13 @@ def finished(job, worker, *, watch: BenchmarkRun | None = None, levels: list | N
     """Wait for the job to finish; meanwhile note every level the watched run shows."""
 
     def done():
-        if watch is not None:
-            levels.append(BenchmarkRun.objects.values_list("evidence_level", flat=True).get(pk=watch.pk))
+        level = watch and BenchmarkRun.objects.values_list("evidence_level", flat=True).get(pk=watch.pk)
         job.refresh_from_db()
-        return job.state in FINISHED
+        if job.state in FINISHED:
+            return True
+        if watch is not None:
+            levels.append(level)  # read while the job was still queued or running
+        return False
 
     worker.wait_for(done, JOB_TIMEOUT, f"job {job.pk} to finish", interval=0.1)
     return job
@@ -78,7 +83,7 @@ class TestOutcomesThatLeaveTheLevel:
     def test_a_rerun_that_disagrees_is_diverged_and_leaves_the_level(self, worker, far_off_cpu_run):
         job = finished(rerun_request(run=far_off_cpu_run), worker)
         assert job.state == JobState.DIVERGED, job.error
-        assert job.deviation < -0.9
+        assert job.deviation > 1000
         far_off_cpu_run.refresh_from_db()
         assert far_off_cpu_run.evidence_level == "reported"
 
@@ -130,8 +135,10 @@ def test_a_worker_killed_mid_job_leaves_the_level_and_the_job_completes_once_aft
 ):
     run = finished(measure_on_cpu(h200_run), worker).result_run
     worker.stop()  # the module's worker steps aside; this test has its own
+    # A lost message comes back after the visibility timeout: shorter here, so the test is short.
+    short = {"CELERY_VISIBILITY_TIMEOUT": "25", "JOB_HARNESS_TIMEOUT": "20"}
     try:
-        first = Worker(tmp_path).start()
+        first = Worker(tmp_path, **short).start()
         job = rerun_request(run=run)
         first.wait_for(
             lambda: RerunJob.objects.filter(pk=job.pk, state=JobState.RUNNING).exists(),
@@ -148,7 +155,7 @@ def test_a_worker_killed_mid_job_leaves_the_level_and_the_job_completes_once_aft
         run.refresh_from_db()
         assert run.evidence_level == "measured"
 
-        second = Worker(tmp_path).start()
+        second = Worker(tmp_path, **short).start()
         try:
             # The unacknowledged message comes back after the visibility timeout; the stale
             # heartbeat lets the new attempt claim it.

@@ -12,14 +12,20 @@ from django.conf import settings
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-# Short enough for a test, each still longer than what it bounds: a job here takes seconds.
+# Short enough for a test, each still longer than what it bounds: a job here takes about a second
+# once torch is imported (the first import can take 20 s on a busy machine).
 WORKER_ENV = {
     "JOB_HEARTBEAT_INTERVAL": "0.5",
     "JOB_STALE_AFTER": "3",
-    "JOB_HARNESS_TIMEOUT": "25",
-    "CELERY_VISIBILITY_TIMEOUT": "30",
+    "JOB_HARNESS_TIMEOUT": "60",
+    "CELERY_VISIBILITY_TIMEOUT": "90",
     "CELERY_UNACKED_RESTORE_INTERVAL": "1",
     "CELERY_UNACKED_RESTORE_THROTTLE": "1",
+    # CPU wall clock on a shared 2-core machine: one rerun of the same 0.1 ms op measured 1.9×
+    # the first. These tests check the pipeline, so a rerun agrees within a factor of 5 here;
+    # the rule itself is tested to the digit in test_evidence_rule.py, and the far-off run
+    # that must diverge is recorded 100,000× faster than any CPU.
+    "RERUN_TOLERANCE": "4.0",
 }
 
 
