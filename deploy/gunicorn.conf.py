@@ -39,3 +39,33 @@ def child_exit(server, worker):
         from prometheus_client import multiprocess
 
         multiprocess.mark_process_dead(worker.pid)
+
+
+if os.environ.get("LOG_FORMAT", "json") == "json":
+    # gunicorn's own messages (start, worker timeouts) as JSON too; gunicorn replaces these
+    # top-level keys of its defaults, so each is given whole.
+    logconfig_dict = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "root": {"level": "INFO", "handlers": []},
+        "loggers": {
+            "gunicorn.error": {"level": "INFO", "handlers": ["error_console"], "propagate": False},
+            "gunicorn.access": {"level": "INFO", "handlers": ["console"], "propagate": False},
+        },
+        "handlers": {
+            "console": {
+                "class": "logging.StreamHandler",
+                "formatter": "access",
+                "stream": "ext://sys.stdout",
+            },
+            "error_console": {
+                "class": "logging.StreamHandler",
+                "formatter": "json",
+                "stream": "ext://sys.stderr",
+            },
+        },
+        "formatters": {
+            "access": {"format": "%(message)s"},
+            "json": {"()": "kernelindex.logging.JsonFormatter"},
+        },
+    }

@@ -174,7 +174,7 @@ def _has_tables(env: dict, database: str) -> bool:
 def check(args) -> None:
     listing = run([tool("pg_restore"), "--list", args.dump], dict(os.environ))
     tables = sorted(set(re.findall(r"TABLE DATA public (\S+)", listing)))
-    print(f"{args.dump}: readable, {len(tables)} tables with data")
+    print(f"{args.dump}: readable, {len(tables)} tables")
     for table in tables:
         print(f"  {table}")
 
