@@ -8,6 +8,7 @@ kombu's filesystem transport as the Celery broker), so `make run` works on a fre
 from pathlib import Path
 
 import environ
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -58,6 +59,7 @@ INSTALLED_APPS = [
     "allauth",
     "allauth.account",
     "allauth.socialaccount",
+    "csp",
     "registry",
     "attestations",
 ]
@@ -76,6 +78,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
+    "csp.middleware.CSPMiddleware",
 ]
 
 ROOT_URLCONF = "kernelindex.urls"
@@ -168,6 +171,10 @@ ACCOUNT_SIGNUP_FIELDS = ["email*", "username*", "password1*", "password2*"]
 ACCOUNT_EMAIL_VERIFICATION = "mandatory"
 ACCOUNT_RATE_LIMITS = {}  # None disables; {} keeps allauth's defaults on.
 LOGIN_REDIRECT_URL = "/"
+LOGIN_URL = "account_login"
+ACCOUNT_EMAIL_SUBJECT_PREFIX = "[KernelIndex] "
+# Submissions (attestations and issue reports) per user and per client address, "N/s|m|h|d".
+ATTESTATIONS_SUBMISSION_LIMITS = {"user": "10/h", "ip": "30/h"}
 if GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET:
     SOCIALACCOUNT_PROVIDERS = {
         "github": {"APPS": [{"client_id": GITHUB_CLIENT_ID, "secret": GITHUB_CLIENT_SECRET}]}
@@ -197,17 +204,30 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
 }
 
+# Attestations and rerun jobs both have "kind" and "state" choice sets: name each one.
+SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update(
+    {
+        "JobKindEnum": "registry.models.JobKind.choices",
+        "JobStateEnum": "registry.models.JobState.choices",
+        "AttestationKindEnum": "attestations.models.AttestationKind.choices",
+        "AttestationStateEnum": "attestations.models.AttestationState.choices",
+        "IssueReportStateEnum": "attestations.models.IssueReportState.choices",
+        "IssueReportCategoryEnum": "attestations.models.IssueReportCategory.choices",
+    }
+)
+
 # Celery: the embedded default is kombu's filesystem transport, which needs no server.
 CELERY_BROKER_URL = _env(env.str, "CELERY_BROKER_URL", default="filesystem://")
 CELERY_BROKER_TRANSPORT_OPTIONS = {}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = VAR_DIR / "broker"
-    for _sub in ("out", "processed"):
+    for _sub in ("out", "processed", "control"):
         (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "out"),
         "data_folder_out": str(_broker_dir / "out"),
         "processed_folder": str(_broker_dir / "processed"),
+        "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
     }
 else:
@@ -258,6 +278,21 @@ if not DEBUG:
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
+CSRF_COOKIE_HTTPONLY = True
+SESSION_COOKIE_HTTPONLY = True
+# Everything is served from the site itself; no plugin, base-tag or framing tricks.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, "'unsafe-inline'"],  # style attributes in server-drawn SVG charts
+        "img-src": [SELF, "data:"],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "frame-ancestors": [NONE],
+        "form-action": [SELF],
+    }
+}
 
 # Controlled reruns (registry.services.reruns). A rerun agrees when its median is within
 # max(RERUN_TOLERANCE, the recorded p20–p80 spread relative to the median) of the recorded one.

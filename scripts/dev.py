@@ -63,6 +63,10 @@ def base_env(**extra):
     return env
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def run():
     ensure_venv()
     pip_install("-r", ROOT / "requirements.txt")
@@ -70,6 +74,8 @@ def run():
     manage = [PYTHON, ROOT / "manage.py"]
     sh(*manage, "migrate", "--noinput", env=env)
     sh(*manage, "load_bundled_data", env=env)
+    # A SIGTERM (from a supervisor or `timeout`) stops the worker too, like Ctrl-C does.
+    signal.signal(signal.SIGTERM, _interrupt)
     worker = subprocess.Popen(
         [
             PYTHON,

@@ -39,6 +39,7 @@ METRICS = {"speed": ("latency", "ms"), "memory": ("memory", "MB")}
 MODES = {"forward", "backward", "full", "no-grad-forward"}
 MAIN_FILE = "all_benchmark_data.csv"
 VARIANT_FILE = re.compile(r"^all_benchmark_data_(?P<variant>[a-z0-9]+)\.csv$")
+MAX_SAFE_INTEGER = 2**53 - 1
 SOURCE = {
     "slug": "liger-kernel",
     "name": "Liger-Kernel benchmarks",
@@ -429,7 +430,27 @@ def _config(value: str, line: int) -> dict:
         ) from None
     if not isinstance(config, dict):
         raise LigerFormatError("expected a JSON object", line=line, column="extra_benchmark_config_str")
+    for key, item in config.items():
+        if not _canonical_number(item):
+            raise LigerFormatError(
+                f"{key!r} is {item!r}: numbers must be finite and integers within ±(2**53 - 1), "
+                "as canonical JSON (RFC 8785) requires",
+                line=line,
+                column="extra_benchmark_config_str",
+            )
     return config
+
+
+def _canonical_number(value) -> bool:
+    if isinstance(value, dict):
+        return all(map(_canonical_number, value.values()))
+    if isinstance(value, list):
+        return all(map(_canonical_number, value))
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return abs(value) <= MAX_SAFE_INTEGER
+    return True
 
 
 def _dtype(config: dict, line: int) -> str:

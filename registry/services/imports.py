@@ -66,17 +66,17 @@ def liger_import(
         raise ImportRejected(f"{path}: cannot read the file ({exc.strerror})") from None
     try:
         rows = liger.parse_file(data, variant=liger.variant_of(path.name))
+        source = _source_get_or_create(liger.SOURCE)
+        record = SourceImport.objects.create(
+            source=source,
+            filename=path.name,
+            file_digest=digests.file_digest(data),
+            release=release,
+            rows=len(rows),
+        )
+        summary = _runs_sync(source=source, rows=rows, record=record, progress=progress)
     except liger.LigerFormatError as exc:
         raise ImportRejected(f"{path.name}: {exc}") from None
-    source = _source_get_or_create(liger.SOURCE)
-    record = SourceImport.objects.create(
-        source=source,
-        filename=path.name,
-        file_digest=digests.file_digest(data),
-        release=release,
-        rows=len(rows),
-    )
-    summary = _runs_sync(source=source, rows=rows, record=record, progress=progress)
     for field, value in summary.as_dict().items():
         setattr(record, field, value)
     record.save()
@@ -116,9 +116,10 @@ def _runs_sync(*, source, rows, record, progress) -> ImportSummary:
         if known is None:
             new_runs.append(_run_build(row, source, record, kernels, specs))
         elif known[1] != run["digest"]:
-            raise ImportRejected(
-                f"line {row.line}: run {run['external_id']} is already published with other "
-                "values; a changed row needs a new timestamp"
+            raise liger.LigerFormatError(
+                f"run {run['external_id']} is already published with other values; "
+                "a changed row needs a new timestamp",
+                line=row.line,
             )
         else:
             summary.unchanged += 1

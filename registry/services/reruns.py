@@ -392,11 +392,22 @@ def _rerun_judge(job: RerunJob) -> None:
 
 
 def _divergence_report_open(job: RerunJob) -> None:
-    """Open an issue report for the moderators about a diverged rerun.
+    """Open an issue report for the moderators about a diverged rerun, inside the transaction
+    that records the job. Filing a report never changes the run's evidence level."""
+    from attestations.models import IssueReportCategory
+    from attestations.services import issue_report_create
 
-    Deliberately empty on this branch: at merge time the lead wires it to the attestations app's
-    `issue_report_create(run=job.run, reporter=None, category=..., description=...)`, inside this
-    same transaction. It must never change the run's evidence level."""
+    issue_report_create(
+        run=job.run,
+        reporter=None,
+        category=IssueReportCategory.WRONG_VALUE,
+        description=(
+            f"Controlled rerun job #{job.pk} on {job.worker_gpu or job.gpu_slug} measured a median of "
+            f"{job.median:.6g} {job.unit}, {job.deviation:+.1%} from the recorded {job.run.median:.6g} "
+            f"{job.run.unit}; the tolerance is ±{job.tolerance:.1%}. The run keeps its evidence level "
+            "until a moderator looks into it."
+        ),
+    )
 
 
 def rerun_tolerance(run: BenchmarkRun) -> float:

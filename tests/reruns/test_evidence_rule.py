@@ -78,6 +78,30 @@ class TestLevelNeverChangesOtherwise:
         h200_run.refresh_from_db()
         assert h200_run.evidence_level == "reported"
 
+    def test_divergence_opens_one_issue_report_for_the_moderators(self, h200_run, django_capture_on_commit_callbacks):
+        from attestations.models import IssueReport
+
+        job = rerun_request(run=h200_run)
+        claim = claimed(job)
+        with django_capture_on_commit_callbacks(execute=False) as callbacks:
+            rerun_record_result(job_id=job.pk, lease=claim.lease, result=harness_result(1.2))
+        report = IssueReport.objects.get(run=h200_run)
+        assert report.reporter is None
+        assert report.category == "wrong_value"
+        assert report.state == "open"
+        assert f"job #{job.pk}" in report.description and "+20.0%" in report.description
+        assert callbacks, "moderators are notified after commit"
+        h200_run.refresh_from_db()
+        assert h200_run.evidence_level == "reported"
+
+    def test_agreement_opens_no_issue_report(self, h200_run):
+        from attestations.models import IssueReport
+
+        job = rerun_request(run=h200_run)
+        claim = claimed(job)
+        rerun_record_result(job_id=job.pk, lease=claim.lease, result=harness_result(1.01))
+        assert not IssueReport.objects.exists()
+
     def test_a_failed_harness_marks_the_job_failed_with_its_log(self, h200_run):
         job = rerun_request(run=h200_run)
         claim = claimed(job)

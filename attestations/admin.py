@@ -1,0 +1,394 @@
+"""Moderation in the Django admin: queues for attestations and issue reports, bulk and
+per-object decisions, and the audit log. Every decision calls the same service as the API.
+
+Nothing here is edited in place: submissions are the contributors' words, decisions go through
+the services, and the audit log is append-only. So change, add and delete are off for everyone.
+"""
+
+from datetime import timedelta
+
+from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.shortcuts import get_object_or_404, redirect
+from django.template.response import TemplateResponse
+from django.urls import NoReverseMatch, path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+
+from attestations import services
+from attestations.forms import ReasonForm
+from attestations.models import (
+    Attestation,
+    AttestationState,
+    AuditEntry,
+    IssueReport,
+    IssueReportState,
+)
+
+
+class QueueFilter(admin.SimpleListFilter):
+    """A state filter that opens on the queue (what still needs a moderator), with "All"."""
+
+    parameter_name = "state"
+    title = "state"
+    default = ""
+    options: list[tuple[str, str]] = []
+    states: dict[str, list[str]] = {}
+
+    def lookups(self, request, model_admin):
+        return self.options
+
+    def current(self) -> str:
+        return self.value() or self.default
+
+    def choices(self, changelist):
+        for lookup, title in self.lookup_choices:
+            yield {
+                "selected": self.current() == lookup,
+                "query_string": changelist.get_query_string({self.parameter_name: lookup}),
+                "display": title,
+            }
+
+    def queryset(self, request, queryset):
+        states = self.states.get(self.current())
+        return queryset if states is None else queryset.filter(state__in=states)
+
+
+class AttestationQueueFilter(QueueFilter):
+    default = "pending"
+    options = [
+        ("pending", "Pending (the queue)"),
+        ("approved", "Approved"),
+        ("rejected", "Rejected"),
+        ("all", "All"),
+    ]
+    states = {s: [s] for s in AttestationState.values}
+
+
+class IssueReportQueueFilter(QueueFilter):
+    default = "unresolved"
+    options = [
+        ("unresolved", "Open or acknowledged (the queue)"),
+        ("open", "Open"),
+        ("acknowledged", "Acknowledged"),
+        ("resolved", "Resolved"),
+        ("dismissed", "Dismissed"),
+        ("all", "All"),
+    ]
+    states = {
+        "unresolved": [IssueReportState.OPEN, IssueReportState.ACKNOWLEDGED],
+        **{s: [s] for s in IssueReportState.values},
+    }
+
+
+class AgeFilter(admin.SimpleListFilter):
+    title = "waiting for"
+    parameter_name = "age"
+
+    def lookups(self, request, model_admin):
+        return [("day", "Less than a day"), ("week", "1 to 7 days"), ("older", "More than a week")]
+
+    def queryset(self, request, queryset):
+        now = timezone.now()
+        day, week = now - timedelta(days=1), now - timedelta(days=7)
+        if self.value() == "day":
+            return queryset.filter(created_at__gte=day)
+        if self.value() == "week":
+            return queryset.filter(created_at__lt=day, created_at__gte=week)
+        if self.value() == "older":
+            return queryset.filter(created_at__lt=week)
+        return queryset
+
+
+class ModerationAdmin(admin.ModelAdmin):
+    """Shared by the two queues: read-only objects, decisions as actions and per-object buttons."""
+
+    change_form_template = "attestations/admin/change_form.html"
+    perm: str = ""
+    # action name → (label, service call, whether the reason is required)
+    decisions: dict = {}
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def has_moderate_permission(self, request):
+        return request.user.has_perm(self.perm)
+
+    def get_urls(self):
+        info = self.opts.app_label, self.opts.model_name
+        return [
+            path(
+                "<int:object_id>/decide/<str:decision>/",
+                self.admin_site.admin_view(self.decide_view),
+                name="{}_{}_decide".format(*info),
+            ),
+            *super().get_urls(),
+        ]
+
+    def allowed_decisions(self, obj) -> list[str]:
+        raise NotImplementedError
+
+    def decide_view(self, request, object_id, decision):
+        """One object, one decision: a page asking for the reason, then the service."""
+        if decision not in self.decisions or not self.has_moderate_permission(request):
+            raise PermissionDenied
+        obj = get_object_or_404(self.get_queryset(request), pk=object_id)
+        change_url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_change", args=[obj.pk])
+        form = ReasonForm(request.POST or None)
+        form.fields["reason"].required = self.decisions[decision][2]
+        if request.method == "POST" and form.is_valid():
+            if self._decide(request, obj, decision, form.cleaned_data["reason"]):
+                return redirect(change_url)
+        return self._reason_page(request, [obj], decision, form, change_url)
+
+    def _decide(self, request, obj, decision, reason) -> bool:
+        call = self.decisions[decision][1]
+        try:
+            call(obj, request.user, reason)
+        except (services.TransitionNotAllowed, ValidationError, PermissionDenied) as exc:
+            text = "; ".join(exc.messages) if isinstance(exc, ValidationError) else str(exc)
+            self.message_user(request, f"{obj}: {text}", messages.ERROR)
+            return False
+        self.message_user(request, f"{obj} is now {obj.get_state_display().lower()}.", messages.SUCCESS)
+        return True
+
+    def _bulk(self, request, queryset, decision):
+        """The bulk action: first a page asking for the reason, then the service per object.
+        The page posts back to the same changelist URL, so its filters select the same rows."""
+        form = ReasonForm(request.POST if "apply" in request.POST else None)
+        form.fields["reason"].required = self.decisions[decision][2]
+        if "apply" in request.POST and form.is_valid():
+            for obj in queryset:
+                self._decide(request, obj, decision, form.cleaned_data["reason"])
+            return None
+        return self._reason_page(request, list(queryset), decision, form, None, request.POST["action"])
+
+    def _reason_page(self, request, objects, decision, form, cancel_url, action_name=""):
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"{self.decisions[decision][0]}: {len(objects)} {self.opts.verbose_name_plural}",
+            "opts": self.opts,
+            "objects": objects,
+            "decision": decision,
+            "reason_required": self.decisions[decision][2],
+            "form": form,
+            "bulk": cancel_url is None,
+            "action_name": action_name,
+            "cancel_url": cancel_url
+            or reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist"),
+            "action_checkbox_name": ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(request, "attestations/admin/reason.html", context)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        obj = self.get_object(request, object_id)
+        extra = {"audit_entries": [], "decision_buttons": []}
+        if obj is not None:
+            extra["audit_entries"] = AuditEntry.objects.for_object(obj).select_related("actor")
+            if self.has_moderate_permission(request):
+                extra["decision_buttons"] = [
+                    (
+                        self.decisions[d][0],
+                        reverse(
+                            f"admin:{self.opts.app_label}_{self.opts.model_name}_decide", args=[obj.pk, d]
+                        ),
+                    )
+                    for d in self.allowed_decisions(obj)
+                ]
+        return super().change_view(request, object_id, form_url, {**(extra_context or {}), **extra})
+
+    @admin.display(description="run", ordering="run__external_id")
+    def run_link(self, obj):
+        url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist")
+        return format_html(
+            '<a href="{}?run__id__exact={}&state=all" title="All for this run">{}</a>',
+            url,
+            obj.run_id,
+            obj.run.external_id,
+        )
+
+    @admin.display(description="public page")
+    def run_page(self, obj):
+        return format_html('<a href="{}">{}</a>', obj.run.get_absolute_url(), obj.run.external_id)
+
+
+@admin.register(Attestation)
+class AttestationAdmin(ModerationAdmin):
+    perm = services.MODERATE_ATTESTATION
+    decisions = {
+        "approve": (
+            "Approve",
+            lambda obj, user, reason: services.attestation_approve(
+                attestation=obj, moderator=user, reason=reason
+            ),
+            False,
+        ),
+        "reject": (
+            "Reject",
+            lambda obj, user, reason: services.attestation_reject(
+                attestation=obj, moderator=user, reason=reason
+            ),
+            True,
+        ),
+    }
+    list_display = [
+        "id",
+        "created_at",
+        "kind",
+        "state",
+        "author",
+        "run_link",
+        "median",
+        "unit",
+        "gpu_product",
+    ]
+    list_display_links = ["id", "created_at"]
+    list_filter = [
+        AttestationQueueFilter,
+        "kind",
+        AgeFilter,
+        ("run__environment", admin.RelatedOnlyFieldListFilter),
+        ("author", admin.RelatedOnlyFieldListFilter),
+    ]
+    list_select_related = ["author", "run"]
+    search_fields = ["run__external_id", "author__username", "author__email", "text", "gpu_product"]
+    ordering = ["created_at", "pk"]
+    actions = ["approve_selected", "reject_selected"]
+    fields = [
+        "run_page",
+        "kind",
+        "state",
+        "author",
+        "created_at",
+        ("median", "p20", "p80", "unit"),
+        "gpu_product",
+        ("driver_version", "cuda_version", "torch_version", "triton_version", "liger_version"),
+        "harness",
+        "links",
+        "text",
+        "rejection_reason",
+        ("decided_by", "decided_at"),
+    ]
+    readonly_fields = [name for item in fields for name in ((item,) if isinstance(item, str) else item)]
+
+    def allowed_decisions(self, obj):
+        return [
+            decision
+            for decision, state in (
+                ("approve", AttestationState.APPROVED),
+                ("reject", AttestationState.REJECTED),
+            )
+            if obj.state in services.ATTESTATION_TRANSITIONS[state]
+        ]
+
+    @admin.action(description="Approve selected attestations", permissions=["moderate"])
+    def approve_selected(self, request, queryset):
+        return self._bulk(request, queryset, "approve")
+
+    @admin.action(description="Reject selected attestations (with a reason)", permissions=["moderate"])
+    def reject_selected(self, request, queryset):
+        return self._bulk(request, queryset, "reject")
+
+
+@admin.register(IssueReport)
+class IssueReportAdmin(ModerationAdmin):
+    perm = services.TRIAGE_REPORT
+    decisions = {
+        state: (
+            label,
+            lambda obj, user, reason, state=state: services.issue_report_transition(
+                report=obj, moderator=user, to_state=state, resolution=reason
+            ),
+            state in services.REPORT_STATES_NEEDING_RESOLUTION,
+        )
+        for state, label in (
+            (IssueReportState.ACKNOWLEDGED, "Acknowledge"),
+            (IssueReportState.RESOLVED, "Resolve"),
+            (IssueReportState.DISMISSED, "Dismiss"),
+        )
+    }
+    list_display = ["id", "created_at", "category", "state", "reporter_name", "run_link"]
+    list_display_links = ["id", "created_at"]
+    list_filter = [
+        IssueReportQueueFilter,
+        "category",
+        AgeFilter,
+        ("run__environment", admin.RelatedOnlyFieldListFilter),
+        ("reporter", admin.RelatedOnlyFieldListFilter),
+    ]
+    list_select_related = ["reporter", "run"]
+    search_fields = ["run__external_id", "reporter__username", "reporter__email", "description"]
+    ordering = ["created_at", "pk"]
+    actions = ["acknowledge_selected", "resolve_selected", "dismiss_selected"]
+    fields = [
+        "run_page",
+        "category",
+        "state",
+        "reporter_name",
+        "created_at",
+        "updated_at",
+        "description",
+        "resolution",
+    ]
+    readonly_fields = fields
+
+    def allowed_decisions(self, obj):
+        return sorted(services.REPORT_TRANSITIONS.get(obj.state, set()), key=list(self.decisions).index)
+
+    @admin.display(description="reporter", ordering="reporter__username")
+    def reporter_name(self, obj):
+        return obj.reporter.get_username() if obj.reporter else "KernelIndex (system)"
+
+    @admin.action(description="Acknowledge selected reports", permissions=["moderate"])
+    def acknowledge_selected(self, request, queryset):
+        return self._bulk(request, queryset, IssueReportState.ACKNOWLEDGED)
+
+    @admin.action(description="Resolve selected reports (with a resolution)", permissions=["moderate"])
+    def resolve_selected(self, request, queryset):
+        return self._bulk(request, queryset, IssueReportState.RESOLVED)
+
+    @admin.action(description="Dismiss selected reports (with a reason)", permissions=["moderate"])
+    def dismiss_selected(self, request, queryset):
+        return self._bulk(request, queryset, IssueReportState.DISMISSED)
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    """Read-only for everyone, superusers included: the log is never edited nor deleted."""
+
+    list_display = ["created_at", "actor_name", "action", "object_link", "from_state", "to_state", "reason"]
+    list_filter = ["action", "content_type", "created_at"]
+    search_fields = ["object_repr", "reason", "actor__username"]
+    list_select_related = ["actor", "content_type"]
+    date_hierarchy = "created_at"
+    fields = ["created_at", "actor_name", "action", "object_link", "from_state", "to_state", "reason"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="actor", ordering="actor__username")
+    def actor_name(self, obj):
+        return obj.actor.get_username() if obj.actor else "KernelIndex (system)"
+
+    @admin.display(description="object", ordering="object_repr")
+    def object_link(self, obj):
+        ct = obj.content_type
+        try:
+            url = reverse(f"admin:{ct.app_label}_{ct.model}_change", args=[obj.object_id])
+        except NoReverseMatch:
+            return obj.object_repr
+        return format_html('<a href="{}">{}</a>', url, obj.object_repr)

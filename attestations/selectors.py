@@ -1,0 +1,72 @@
+"""Reading attestations for pages and the API, with a constant number of queries."""
+
+from dataclasses import dataclass
+
+from attestations.models import Attestation, IssueReport
+from registry.models import BenchmarkRun
+
+
+@dataclass(frozen=True)
+class ReproductionSummary:
+    """One line of the run page's summary: reproductions on one GPU product."""
+
+    count: int
+    gpu_product: str
+    max_deviation_percent: float
+    same_gpu: bool
+
+    def __str__(self) -> str:
+        noun = "reproduction" if self.count == 1 else "reproductions"
+        return f"{self.count} {noun} on {self.gpu_product}, within ±{self.max_deviation_percent:.1f}%"
+
+
+def run_approved_attestations(run: BenchmarkRun) -> list[Attestation]:
+    """The run's public attestations, oldest first, in one query."""
+    attestations = list(
+        Attestation.objects.approved().filter(run=run).select_related("author").order_by("created_at", "pk")
+    )
+    for attestation in attestations:
+        attestation.run = run  # saves one query per row when computing deviations
+    return attestations
+
+
+def reproduction_summary(run: BenchmarkRun, attestations: list[Attestation]) -> list[ReproductionSummary]:
+    """Reproductions grouped by GPU product (case and spacing ignored), the run's own GPU first,
+    each with the largest distance of a median from the run's recorded median."""
+    groups: dict[str, list[Attestation]] = {}
+    for attestation in attestations:
+        if attestation.is_reproduction and attestation.median is not None:
+            groups.setdefault(_gpu_key(attestation.gpu_product), []).append(attestation)
+    if not groups:
+        return []
+    run_gpu = _gpu_key(run.environment.product)
+    lines = [
+        ReproductionSummary(
+            count=len(members),
+            gpu_product=members[0].gpu_product,
+            max_deviation_percent=max(abs(a.deviation_percent) for a in members),
+            same_gpu=key == run_gpu,
+        )
+        for key, members in groups.items()
+    ]
+    return sorted(lines, key=lambda line: (not line.same_gpu, -line.count, line.gpu_product))
+
+
+def _gpu_key(product: str) -> str:
+    """ "NVIDIA A100-SXM4-80GB", "a100 sxm4 80gb" and "NVIDIA A100 SXM4 80GB" are one GPU."""
+    words = product.lower().replace("-", " ").split()
+    if words[:1] == ["nvidia"]:
+        words = words[1:]
+    return " ".join(words)
+
+
+def user_submissions(user) -> tuple[list[Attestation], list[IssueReport]]:
+    """Everything one user filed, in any state: two queries."""
+    run_related = ["run__kernel", "run__implementation", "run__environment"]
+    attestations = list(
+        Attestation.objects.filter(author=user).select_related(*run_related).order_by("-created_at", "-pk")
+    )
+    reports = list(
+        IssueReport.objects.filter(reporter=user).select_related(*run_related).order_by("-created_at", "-pk")
+    )
+    return attestations, reports

@@ -1,0 +1,493 @@
+"""Every change to attestations and issue reports, each in one transaction with its audit entry.
+
+Forms, API views, admin actions and management commands all call these functions, so the rules
+(validation, who may decide, which transitions exist) live here once. None of them touches a
+run's evidence level: only a KernelIndex-controlled rerun does that.
+"""
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable
+from decimal import Decimal
+from numbers import Real
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, Group
+from django.contrib.contenttypes.models import ContentType
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.mail import send_mail
+from django.core.validators import URLValidator
+from django.db import IntegrityError, transaction
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils import timezone
+from rest_framework.authtoken.models import Token
+
+from attestations.models import (
+    LINK_MAX,
+    LINKS_MAX,
+    REASON_MAX,
+    TEXT_MAX,
+    VERSION_MAX,
+    Attestation,
+    AttestationKind,
+    AttestationState,
+    AuditEntry,
+    IssueReport,
+    IssueReportCategory,
+    IssueReportState,
+    Notification,
+)
+from registry.models import BenchmarkRun
+
+MODERATORS_GROUP = "moderators"
+MODERATE_ATTESTATION = "attestations.moderate_attestation"
+TRIAGE_REPORT = "attestations.triage_issuereport"
+
+# Decisions a moderator can take. Taking an approved attestation down again is a rejection.
+ATTESTATION_TRANSITIONS = {
+    AttestationState.APPROVED: {AttestationState.PENDING},
+    AttestationState.REJECTED: {AttestationState.PENDING, AttestationState.APPROVED},
+}
+REPORT_TRANSITIONS = {
+    IssueReportState.OPEN: {
+        IssueReportState.ACKNOWLEDGED,
+        IssueReportState.RESOLVED,
+        IssueReportState.DISMISSED,
+    },
+    IssueReportState.ACKNOWLEDGED: {IssueReportState.RESOLVED, IssueReportState.DISMISSED},
+}
+REPORT_STATES_NEEDING_RESOLUTION = {IssueReportState.RESOLVED, IssueReportState.DISMISSED}
+
+VERSION_FIELDS = ["driver_version", "cuda_version", "torch_version", "triton_version", "liger_version"]
+REPRODUCTION_FIELDS = ["median", "p20", "p80", "unit", "gpu_product", *VERSION_FIELDS, "harness", "links"]
+_http_url = URLValidator(schemes=["http", "https"], message="Enter a full http:// or https:// link.")
+
+
+class TransitionNotAllowed(Exception):
+    """The object is not in a state the requested change can start from (someone else was
+    first, or the change does not exist)."""
+
+
+# --- attestations ---------------------------------------------------------------------------
+
+
+@transaction.atomic
+def attestation_submit(
+    *,
+    run: BenchmarkRun,
+    author: AbstractBaseUser,
+    kind: str,
+    text: str = "",
+    median: float | None = None,
+    p20: float | None = None,
+    p80: float | None = None,
+    unit: str = "",
+    gpu_product: str = "",
+    driver_version: str = "",
+    cuda_version: str = "",
+    torch_version: str = "",
+    triton_version: str = "",
+    liger_version: str = "",
+    harness: str = "",
+    links: Iterable[str] = (),
+) -> Attestation:
+    """File a reproduction or a note; it waits, pending, for a moderator."""
+    _require_contributor(author)
+    fields = attestation_clean(
+        run=run,
+        kind=kind,
+        text=text,
+        median=median,
+        p20=p20,
+        p80=p80,
+        unit=unit,
+        gpu_product=gpu_product,
+        driver_version=driver_version,
+        cuda_version=cuda_version,
+        torch_version=torch_version,
+        triton_version=triton_version,
+        liger_version=liger_version,
+        harness=harness,
+        links=links,
+    )
+    digest = _content_digest({"run": run.pk, **fields})
+    if Attestation.objects.filter(author=author, content_digest=digest).exists():
+        raise _duplicate()
+    try:
+        with transaction.atomic():
+            attestation = Attestation.objects.create(run=run, author=author, content_digest=digest, **fields)
+    except IntegrityError:  # the same content, submitted twice at once
+        raise _duplicate() from None
+    _audit(
+        actor=author,
+        target=attestation,
+        action="submitted",
+        to_state=AttestationState.PENDING,
+    )
+    return attestation
+
+
+def attestation_clean(*, run: BenchmarkRun, kind: str, **raw) -> dict:
+    """The submitted fields, normalised, or a ValidationError naming each bad field."""
+    errors: dict[str, list[str]] = {}
+    if kind not in AttestationKind.values:
+        raise ValidationError({"kind": "Choose a reproduction or a note."})
+    fields = {"kind": kind, "text": _text(raw.get("text"), "text", TEXT_MAX, errors)}
+    if kind == AttestationKind.NOTE:
+        if not fields["text"] and "text" not in errors:
+            errors["text"] = ["A note needs some text."]
+        for name in REPRODUCTION_FIELDS:
+            if raw.get(name) not in (None, "", [], ()):
+                errors.setdefault(name, []).append("A note carries text only; leave this empty.")
+    else:
+        fields.update(_reproduction_clean(run, raw, errors))
+    if errors:
+        raise ValidationError(errors)
+    return fields
+
+
+def _reproduction_clean(run: BenchmarkRun, raw: dict, errors: dict) -> dict:
+    fields = {name: _positive_number(raw.get(name), name, errors) for name in ("median", "p20", "p80")}
+    if all(isinstance(fields[n], float) for n in ("median", "p20", "p80")):
+        if not fields["p20"] <= fields["median"] <= fields["p80"]:
+            errors.setdefault("median", []).append(
+                "The figures must satisfy p20 ≤ median ≤ p80 (they are percentiles of the same samples)."
+            )
+    fields["unit"] = _text(raw.get("unit"), "unit", 10, errors)
+    if "unit" not in errors and fields["unit"] != run.unit:
+        errors["unit"] = [
+            f'This run measures {run.get_metric_display().lower()} in "{run.unit}"; '
+            f'give the figures in "{run.unit}".'
+        ]
+    fields["gpu_product"] = _text(raw.get("gpu_product"), "gpu_product", 100, errors)
+    if not fields["gpu_product"] and "gpu_product" not in errors:
+        errors["gpu_product"] = ["Name the GPU you ran on."]
+    for name in VERSION_FIELDS:
+        fields[name] = _text(raw.get(name), name, VERSION_MAX, errors)
+    fields["harness"] = _text(raw.get("harness"), "harness", 300, errors)
+    fields["links"] = _links(raw.get("links"), errors)
+    return fields
+
+
+def _positive_number(value, name: str, errors: dict) -> float | None:
+    if value is None or value == "":
+        errors[name] = ["Required for a reproduction."]
+        return None
+    if isinstance(value, bool) or not isinstance(value, Real | Decimal | str):
+        errors[name] = ["Enter a number."]
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        errors[name] = ["Enter a number."]
+        return None
+    if not math.isfinite(number) or number <= 0:
+        errors[name] = ["Enter a finite number greater than zero."]
+        return None
+    return number
+
+
+def _text(value, name: str, limit: int, errors: dict) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        errors[name] = ["Enter text."]
+        return ""
+    value = value.strip()
+    if "\x00" in value:
+        errors[name] = ["Null characters are not allowed."]
+    elif len(value) > limit:
+        errors[name] = [f"At most {limit} characters (this has {len(value)})."]
+    return value
+
+
+def _links(value, errors: dict) -> list[str]:
+    if value in (None, ""):
+        return []
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        errors["links"] = ["Give a list of links."]
+        return []
+    links: list[str] = []
+    for item in value:
+        link = _text(item, "links", LINK_MAX, errors)
+        if "links" in errors:
+            return []
+        if not link or link in links:
+            continue
+        try:
+            _http_url(link)
+        except ValidationError as exc:
+            errors["links"] = [f"{exc.messages[0]} ({link[:80]})"]
+            return []
+        links.append(link)
+    if len(links) > LINKS_MAX:
+        errors["links"] = [f"At most {LINKS_MAX} links."]
+    return links
+
+
+def _content_digest(fields: dict) -> str:
+    """Whitespace-insensitive, so re-sending the same text with a trailing space is a duplicate."""
+    normal = {k: " ".join(v.split()) if isinstance(v, str) else v for k, v in fields.items()}
+    return hashlib.sha256(json.dumps(normal, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _duplicate() -> ValidationError:
+    return ValidationError("You have already submitted exactly this.", code="duplicate")
+
+
+@transaction.atomic
+def attestation_approve(
+    *, attestation: Attestation, moderator: AbstractBaseUser, reason: str = ""
+) -> Attestation:
+    """Publish a pending attestation."""
+    _require_perm(moderator, MODERATE_ATTESTATION)
+    return _attestation_decide(attestation, moderator, AttestationState.APPROVED, _reason(reason))
+
+
+@transaction.atomic
+def attestation_reject(*, attestation: Attestation, moderator: AbstractBaseUser, reason: str) -> Attestation:
+    """Refuse a pending attestation, or take an approved one down; the author sees the reason."""
+    _require_perm(moderator, MODERATE_ATTESTATION)
+    reason = _reason(reason)
+    if not reason:
+        raise ValidationError({"reason": "Give the author a reason."})
+    return _attestation_decide(attestation, moderator, AttestationState.REJECTED, reason)
+
+
+def _attestation_decide(attestation, moderator, to_state, reason) -> Attestation:
+    current = Attestation.objects.select_for_update().get(pk=attestation.pk)
+    if current.state not in ATTESTATION_TRANSITIONS[to_state]:
+        raise TransitionNotAllowed(
+            f"{current} is {current.get_state_display().lower()}; it cannot become {to_state}."
+        )
+    now = timezone.now()
+    changes = {
+        "state": to_state,
+        "decided_by": moderator,
+        "decided_at": now,
+        "rejection_reason": reason if to_state == AttestationState.REJECTED else "",
+    }
+    # Conditional: a decision taken meanwhile by another moderator wins, this one fails.
+    if Attestation.objects.filter(pk=current.pk, state=current.state).update(**changes) != 1:
+        raise TransitionNotAllowed(f"{current} was decided by someone else meanwhile.")
+    for name, value in changes.items():
+        setattr(attestation, name, value)
+    _audit(
+        actor=moderator,
+        target=attestation,
+        action=str(to_state),
+        from_state=current.state,
+        to_state=to_state,
+        reason=reason,
+    )
+    return attestation
+
+
+# --- issue reports --------------------------------------------------------------------------
+
+
+@transaction.atomic
+def issue_report_create(
+    *,
+    run: BenchmarkRun,
+    reporter: AbstractBaseUser | None,
+    category: str,
+    description: str,
+) -> IssueReport:
+    """File an issue report about a run. `reporter=None` means KernelIndex filed it itself
+    (a diverged rerun, say); such reports skip the per-user duplicate check."""
+    if reporter is not None:
+        _require_contributor(reporter)
+    errors: dict[str, list[str]] = {}
+    if category not in IssueReportCategory.values:
+        errors["category"] = ["Choose a category."]
+    description = _text(description, "description", TEXT_MAX, errors)
+    if not description and "description" not in errors:
+        errors["description"] = ["Describe the issue."]
+    if errors:
+        raise ValidationError(errors)
+    digest = _content_digest({"run": run.pk, "category": category, "description": description})
+    if reporter is not None and IssueReport.objects.filter(reporter=reporter, content_digest=digest).exists():
+        raise _duplicate()
+    try:
+        with transaction.atomic():
+            report = IssueReport.objects.create(
+                run=run,
+                reporter=reporter,
+                category=category,
+                description=description,
+                content_digest=digest,
+            )
+    except IntegrityError:
+        raise _duplicate() from None
+    _audit(actor=reporter, target=report, action="filed", to_state=IssueReportState.OPEN)
+    return report
+
+
+@transaction.atomic
+def issue_report_transition(
+    *,
+    report: IssueReport,
+    moderator: AbstractBaseUser | None,
+    to_state: str,
+    resolution: str = "",
+) -> IssueReport:
+    """Move a report along open → acknowledged → resolved / dismissed. Resolving or dismissing
+    needs a resolution text, which the reporter sees. `moderator=None` is KernelIndex itself."""
+    if moderator is not None:
+        _require_perm(moderator, TRIAGE_REPORT)
+    resolution = _reason(resolution, field="resolution")
+    if to_state in REPORT_STATES_NEEDING_RESOLUTION and not resolution:
+        raise ValidationError({"resolution": "Say how the report was resolved or why it was dismissed."})
+    current = IssueReport.objects.select_for_update().get(pk=report.pk)
+    if to_state not in REPORT_TRANSITIONS.get(current.state, set()):
+        raise TransitionNotAllowed(
+            f"{current} is {current.get_state_display().lower()}; it cannot become {to_state}."
+        )
+    changes = {"state": to_state, "updated_at": timezone.now()}
+    if resolution:
+        changes["resolution"] = resolution
+    if IssueReport.objects.filter(pk=current.pk, state=current.state).update(**changes) != 1:
+        raise TransitionNotAllowed(f"{current} was changed by someone else meanwhile.")
+    for name, value in changes.items():
+        setattr(report, name, value)
+    _audit(
+        actor=moderator,
+        target=report,
+        action=str(to_state),
+        from_state=current.state,
+        to_state=to_state,
+        reason=resolution,
+    )
+    return report
+
+
+# --- moderators and contributors ------------------------------------------------------------
+
+
+@transaction.atomic
+def moderator_add(*, user: AbstractBaseUser, actor: AbstractBaseUser | None = None) -> None:
+    """Put a user in the moderators group; staff status lets them into the admin."""
+    group = Group.objects.get(name=MODERATORS_GROUP)
+    was_moderator = user.groups.filter(pk=group.pk).exists()
+    user.groups.add(group)
+    if not user.is_staff:
+        user.is_staff = True
+        user.save(update_fields=["is_staff"])
+    if not was_moderator:
+        _audit(actor=actor, target=user, action="moderator_added", reason="")
+
+
+@transaction.atomic
+def api_token_regenerate(*, user: AbstractBaseUser) -> Token:
+    """A fresh per-user API token; the old one stops working at once."""
+    _require_contributor(user)
+    Token.objects.filter(user=user).delete()
+    return Token.objects.create(user=user)
+
+
+def _require_contributor(user) -> None:
+    if not (user and user.is_authenticated and user.is_active):
+        raise PermissionDenied("Log in to contribute.")
+
+
+def _require_perm(user, perm: str) -> None:
+    if not (user and user.is_authenticated and user.is_active and user.has_perm(perm)):
+        raise PermissionDenied("Only moderators can do this.")
+
+
+def _reason(value, field: str = "reason") -> str:
+    errors: dict[str, list[str]] = {}
+    value = _text(value, field, REASON_MAX, errors)
+    if errors:
+        raise ValidationError(errors)
+    return value
+
+
+# --- audit log and notifications ------------------------------------------------------------
+
+
+def _audit(*, actor, target, action: str, from_state: str = "", to_state: str = "", reason: str = ""):
+    entry = AuditEntry.objects.create(
+        actor=actor,
+        content_type=ContentType.objects.get_for_model(target),
+        object_id=target.pk,
+        object_repr=str(target)[:200],
+        action=action,
+        from_state=str(from_state),
+        to_state=str(to_state),
+        reason=reason,
+    )
+    from attestations.tasks import notify  # the task module imports this one
+
+    notify.delay_on_commit(entry.pk)
+    return entry
+
+
+def notifications_send(*, entry: AuditEntry) -> int:
+    """Email whoever this entry concerns; returns how many emails went out now.
+
+    Not one transaction on purpose: each email is recorded as soon as it is sent, so a task
+    killed halfway and run again sends only the ones still missing.
+    """
+    message = _notification_for(entry)
+    if message is None:
+        return 0
+    recipients, subject, body = message
+    done = set(Notification.objects.filter(entry=entry).values_list("email", flat=True))
+    sent = 0
+    for email in sorted(set(recipients) - done):
+        send_mail(subject, body, None, [email])
+        try:
+            Notification.objects.create(entry=entry, email=email)
+        except IntegrityError:  # a second delivery of the task sent it at the same moment
+            continue
+        sent += 1
+    return sent
+
+
+def _notification_for(entry: AuditEntry) -> tuple[list[str], str, str] | None:
+    target = entry.target
+    if isinstance(target, Attestation):
+        author = target.author
+        if entry.action == "submitted":
+            return _to_moderators(entry, target, f"New {target.get_kind_display().lower()} to moderate")
+        return _to_user(author, entry, target, f"Your {target.get_kind_display().lower()} was {entry.action}")
+    if isinstance(target, IssueReport):
+        if entry.action == "filed":
+            return _to_moderators(entry, target, "New issue report to triage")
+        return _to_user(target.reporter, entry, target, f"Your issue report is {entry.to_state}")
+    return None
+
+
+def _to_moderators(entry, target, subject):
+    moderators = (
+        Group.objects.get(name=MODERATORS_GROUP)
+        .user_set.filter(is_active=True)
+        .exclude(email="")
+        .exclude(pk=entry.actor_id)
+    )
+    emails = [u.email for u in moderators]
+    admin_path = reverse(f"admin:{target._meta.app_label}_{target._meta.model_name}_change", args=[target.pk])
+    body = render_to_string(
+        "attestations/email/to_moderators.txt",
+        {"entry": entry, "target": target, "url": settings.SITE_URL + admin_path},
+    )
+    return emails, f"[KernelIndex] {subject}", body
+
+
+def _to_user(user, entry, target, subject):
+    if user is None or not user.email or not user.is_active:
+        return None
+    body = render_to_string(
+        "attestations/email/to_author.txt",
+        {
+            "user": user,
+            "entry": entry,
+            "target": target,
+            "url": settings.SITE_URL + reverse("attestations:my-submissions"),
+        },
+    )
+    return [user.email], f"[KernelIndex] {subject}", body

@@ -1,0 +1,128 @@
+"""Contributor pages: file a reproduction, note or issue report; follow one's own submissions.
+
+Each view fetches, validates with a form, calls one service and renders or redirects.
+"""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_POST
+from rest_framework.authtoken.models import Token
+
+from attestations import ratelimit, selectors, services
+from attestations.forms import AttestationForm, IssueReportForm
+from attestations.models import Attestation, IssueReport
+from registry.models import BenchmarkRun
+
+
+def _run(pk):
+    return get_object_or_404(BenchmarkRun.objects.public(), pk=pk)
+
+
+def _submit(request, form, call):
+    """Rate limit, call the service, map its ValidationError onto the form. Returns the new
+    object, or None with the form carrying the errors (and the status to answer with)."""
+    limited = ratelimit.submission_consume(request)
+    if limited:
+        form.add_error(None, limited.message)
+        return None, 429
+    try:
+        return call(), 200
+    except ValidationError as exc:
+        form.add_error(None, exc)
+        return None, 200
+
+
+@login_required
+def attestation_create(request, pk):
+    run = _run(pk)
+    form = AttestationForm(request.POST or None, run=run)
+    status = 200
+    if request.method == "POST" and form.is_valid():
+        attestation, status = _submit(
+            request,
+            form,
+            lambda: services.attestation_submit(run=run, author=request.user, **form.submission()),
+        )
+        if attestation:
+            messages.success(
+                request,
+                f"Thank you. Your {attestation.get_kind_display().lower()} waits for a "
+                "moderator; it appears on the run page once approved.",
+            )
+            return redirect("attestations:my-submissions")
+    return render(request, "attestations/attestation_form.html", {"form": form, "run": run}, status=status)
+
+
+@login_required
+def issue_report_create(request, pk):
+    run = _run(pk)
+    form = IssueReportForm(request.POST or None)
+    status = 200
+    if request.method == "POST" and form.is_valid():
+        report, status = _submit(
+            request,
+            form,
+            lambda: services.issue_report_create(run=run, reporter=request.user, **form.cleaned_data),
+        )
+        if report:
+            messages.success(request, "Thank you. The moderators will look at your report.")
+            return redirect("attestations:my-submissions")
+    return render(request, "attestations/report_form.html", {"form": form, "run": run}, status=status)
+
+
+def run_attestations(request, pk):
+    """All approved replications and notes of one run (the run page shows the same section)."""
+    return render(request, "attestations/run_attestations.html", {"run": _run(pk)})
+
+
+@never_cache
+def attestation_detail(request, pk):
+    """Approved ones are public; pending and rejected ones only for their author and moderators."""
+    attestation = get_object_or_404(
+        Attestation.objects.visible_to(request.user).select_related(
+            "author", "run__kernel", "run__implementation", "run__environment"
+        ),
+        pk=pk,
+    )
+    return render(request, "attestations/attestation_detail.html", {"attestation": attestation})
+
+
+@never_cache
+@login_required
+def issue_report_detail(request, pk):
+    report = get_object_or_404(
+        IssueReport.objects.visible_to(request.user).select_related(
+            "reporter", "run__kernel", "run__implementation", "run__environment"
+        ),
+        pk=pk,
+    )
+    return render(request, "attestations/report_detail.html", {"report": report})
+
+
+@never_cache
+@login_required
+def my_submissions(request):
+    attestations, reports = selectors.user_submissions(request.user)
+    return render(
+        request,
+        "attestations/my_submissions.html",
+        {"attestations": attestations, "reports": reports},
+    )
+
+
+@never_cache
+@login_required
+def account(request):
+    token = Token.objects.filter(user=request.user).first()
+    return render(request, "attestations/account.html", {"token": token})
+
+
+@login_required
+@require_POST
+def api_token_regenerate(request):
+    services.api_token_regenerate(user=request.user)
+    messages.success(request, "A new API token was created; the old one no longer works.")
+    return redirect("attestations:account")

@@ -1,0 +1,32 @@
+"""Helpers for tests that run real processes against the test database."""
+
+import os
+import sys
+from pathlib import Path
+
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def database_url() -> str:
+    """The URL of the database the test run is using, for a child process to open."""
+    settings = connection.settings_dict
+    if settings["ENGINE"] == "django.db.backends.sqlite3":
+        return f"sqlite:///{settings['NAME']}"
+    user = settings["USER"] or "postgres"
+    password = f":{settings['PASSWORD']}" if settings["PASSWORD"] else ""
+    return f"postgres://{user}{password}@{settings['HOST'] or '127.0.0.1'}:{settings['PORT'] or 5432}/{settings['NAME']}"
+
+
+def child_env(**extra) -> dict:
+    env = dict(os.environ)
+    env.update(
+        {"DATABASE_URL": database_url(), "DJANGO_SETTINGS_MODULE": "kernelindex.settings", "DEBUG": "1"}
+    )
+    env.update(extra)
+    return env
+
+
+def manage(*args) -> list[str]:
+    return [sys.executable, str(ROOT / "manage.py"), *args]
