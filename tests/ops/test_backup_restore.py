@@ -85,10 +85,41 @@ def committed_jobs(jobs):
             broker.default_channel.queue_purge(queue)
 
 
+@pytest.fixture
+def moderation_history(fixture_runs, django_user_model):
+    """An approved reproduction, a pending note and an issue report, with their audit entries,
+    through the attestations services."""
+    from attestations import services
+
+    author = django_user_model.objects.create_user(
+        username="ada", email="ada@example.org", password="pw-ada-1234"
+    )
+    admin = django_user_model.objects.create_superuser(
+        username="root", email="root@example.org", password="pw-root-1234"
+    )
+    run = fixture_runs.get(
+        external_id__startswith="geglu/backward/huggingface/nvidia-a100-sxm4-80gb/batch8-hidden4096-intermediate11008-seq8192"
+    )
+    reproduction = services.attestation_submit(
+        run=run,
+        author=author,
+        kind="reproduction",
+        median=144.9,
+        p20=144.1,
+        p80=145.3,
+        unit="ms",
+        gpu_product="NVIDIA A100-SXM4-80GB",
+        text="Same figure on our A100.",
+    )
+    services.attestation_approve(attestation=reproduction, moderator=admin, reason="Matches.")
+    services.attestation_submit(run=run, author=author, kind="note", text="Timed once: the op is over 10 ms.")
+    services.issue_report_create(run=run, reporter=author, category="other", description="Revision unknown.")
+
+
 @pytest.mark.django_db(transaction=True)
 class TestRestoreFromDump:
     def test_every_row_comes_back_with_its_digest_unchanged(
-        self, tmp_path, committed_jobs, restored_database
+        self, tmp_path, committed_jobs, moderation_history, restored_database
     ):
         variant = tmp_path / "all_benchmark_data_cutile.csv"
         variant.write_bytes(fixture_bytes("all_benchmark_data_cutile.csv"))
@@ -96,6 +127,8 @@ class TestRestoreFromDump:
         with connection.cursor() as cursor:
             before = {m._meta.label: _snapshot(cursor, m) for m in _tables()}
         assert len(before["registry.BenchmarkRun"]) == 22 and len(before["registry.RerunJob"]) == 3
+        assert len(before["attestations.Attestation"]) == 2 and len(before["attestations.IssueReport"]) == 1
+        assert len(before["attestations.AuditEntry"]) >= 4
 
         dumped = _backup(
             "dump", "--database-url", _url(connection.settings_dict["NAME"]), "--out", tmp_path / "backups"
