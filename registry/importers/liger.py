@@ -145,12 +145,19 @@ def parse_file(data: bytes, *, variant: str = "") -> list[LigerRow]:
 
 def _decode(data: bytes) -> str:
     try:
-        return data.decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise LigerFormatError(
             f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})", line=line
         ) from None
+    if "\x00" in text:
+        # No database text column can hold it, and no real CSV has one.
+        offset = text.index("\x00")
+        raise LigerFormatError(
+            f"a NUL character at offset {offset}; this is not a text CSV", line=text.count("\n", 0, offset) + 1
+        )
+    return text
 
 
 def _number(value: str, line: int, column: str) -> float:
