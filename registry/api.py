@@ -1,22 +1,304 @@
+"""The read API: kernels, implementations, environments, sources, runs, comparison groups,
+manifests, and the bulk export. Read-only viewsets over the public querysets; the run filters
+are the site's (`registry.filters.RunFilter`), so a bad value is a 400 naming the parameter.
+"""
+
+import hashlib
+import json
+
+from django.db.models import Count, Prefetch
 from django.http import HttpResponse
-from rest_framework import viewsets
+from django.utils.cache import get_conditional_response
+from django.utils.http import http_date
+from django_filters import rest_framework as filters
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import exceptions, mixins, renderers, viewsets
 from rest_framework.decorators import action
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
-from registry import digests
+from registry import digests, exports, selectors
 from registry.filters import RunFilter
-from registry.models import BenchmarkRun
-from registry.serializers import RunSerializer
+from registry.models import (
+    BenchmarkRun,
+    Environment,
+    Implementation,
+    Kernel,
+    Metric,
+    Source,
+    SourceImport,
+    TimedPass,
+)
+from registry.serializers import (
+    ComparisonGroupDetailSerializer,
+    ComparisonGroupSerializer,
+    EnvironmentSerializer,
+    ImplementationSerializer,
+    KernelSerializer,
+    RunSerializer,
+    SourceSerializer,
+)
+
+DIGEST_PATTERN = r"sha256:[0-9a-f]{64}"
 
 
+class RegistryPagination(PageNumberPagination):
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+    def get_page_number(self, request, paginator):
+        number = request.query_params.get(self.page_query_param) or 1
+        if number != "last" and (not str(number).isdigit() or len(str(number)) > 9):
+            raise exceptions.ValidationError({"page": [f"{str(number)[:40]!r} is not a page number."]})
+        return number
+
+    def get_page_size(self, request):
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is not None and (not raw.isdigit() or not 1 <= int(raw[:9]) <= self.max_page_size):
+            raise exceptions.ValidationError(
+                {"page_size": [f"page_size must be a whole number from 1 to {self.max_page_size}."]}
+            )
+        return super().get_page_size(request)
+
+
+def conditional(request, *, etag: str, last_modified, build) -> HttpResponse:
+    """A 304 when the client's validators still match; otherwise `build()` with ETag and
+    Last-Modified set."""
+    timestamp = int(last_modified.timestamp())
+    not_modified = get_conditional_response(request, etag=etag, last_modified=timestamp)
+    if not_modified is not None:
+        return not_modified
+    response = build()
+    response["ETag"] = etag
+    response["Last-Modified"] = http_date(timestamp)
+    return response
+
+
+def manifest_response(request, run: BenchmarkRun) -> HttpResponse:
+    """The canonical manifest: its bytes never change, so its digest is a strong ETag."""
+    return conditional(
+        request,
+        etag=f'"{run.digest.removeprefix("sha256:")}"',
+        last_modified=run.published_at,
+        build=lambda: HttpResponse(digests.canonical_bytes(run.manifest), content_type="application/json"),
+    )
+
+
+@extend_schema_view(
+    list=extend_schema(summary="List runs", description="Filters match the site's kernel and run pages."),
+    retrieve=extend_schema(
+        summary="One run", description="With ETag and Last-Modified; honours If-None-Match."
+    ),
+)
 class RunViewSet(viewsets.ReadOnlyModelViewSet):
     """Benchmark runs, each with its rank in its comparison group and its digest."""
 
     queryset = BenchmarkRun.objects.public().order_by("pk")
     serializer_class = RunSerializer
     filterset_class = RunFilter
+    pagination_class = RegistryPagination
+    lookup_value_regex = r"[0-9]{1,18}"
 
+    def retrieve(self, request, *args, **kwargs):
+        run = self.get_object()
+        data = self.get_serializer(run).data
+        body = json.dumps(data, sort_keys=True, default=str).encode()
+        etag = '"' + hashlib.sha256(body).hexdigest()[:40] + '"'
+        last_modified = max(filter(None, [run.updated_at, run.published_at, run.withdrawn_at]))
+        return conditional(request, etag=etag, last_modified=last_modified, build=lambda: Response(data))
+
+    @extend_schema(
+        summary="The run's canonical manifest",
+        description="RFC 8785 bytes; their sha256 is the run's digest. ETag is the digest.",
+        responses={(200, "application/json"): OpenApiTypes.OBJECT},
+    )
     @action(detail=True, methods=["get"])
     def manifest(self, request, pk=None):
-        """The run's canonical manifest (RFC 8785 bytes; their sha256 is the run's digest)."""
-        run = self.get_object()
-        return HttpResponse(digests.canonical_bytes(run.manifest), content_type="application/json")
+        return manifest_response(request, self.get_object())
+
+
+class ManifestViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Canonical manifests, looked up by the run digest they hash to."""
+
+    queryset = BenchmarkRun.objects.only("id", "digest", "manifest", "published_at")
+    lookup_field = "digest"
+    lookup_value_regex = DIGEST_PATTERN
+    serializer_class = None
+    pagination_class = None
+
+    @extend_schema(
+        summary="A manifest by its digest",
+        responses={(200, "application/json"): OpenApiTypes.OBJECT},
+    )
+    def retrieve(self, request, *args, **kwargs):
+        return manifest_response(request, self.get_object())
+
+
+class KernelViewSet(viewsets.ReadOnlyModelViewSet):
+    queryset = (
+        Kernel.objects.annotate(run_count=Count("runs"))
+        .prefetch_related(
+            Prefetch("implementations", queryset=Implementation.objects.only("kernel", "provider"))
+        )
+        .order_by("slug")
+    )
+    serializer_class = KernelSerializer
+    lookup_field = "slug"
+    pagination_class = RegistryPagination
+
+
+class ImplementationFilter(filters.FilterSet):
+    kernel = filters.CharFilter(field_name="kernel__slug")
+    provider = filters.CharFilter()
+    project = filters.CharFilter()
+    digest = filters.CharFilter()
+
+    class Meta:
+        model = Implementation
+        fields = []
+
+
+class ImplementationViewSet(viewsets.ReadOnlyModelViewSet):
+    queryset = Implementation.objects.select_related("kernel").order_by("kernel__slug", "provider", "pk")
+    serializer_class = ImplementationSerializer
+    filterset_class = ImplementationFilter
+    pagination_class = RegistryPagination
+    lookup_value_regex = r"[0-9]{1,18}"
+
+
+class EnvironmentFilter(filters.FilterSet):
+    gpu = filters.CharFilter(field_name="slug")
+    vendor = filters.CharFilter()
+    architecture = filters.CharFilter()
+    digest = filters.CharFilter()
+
+    class Meta:
+        model = Environment
+        fields = []
+
+
+class EnvironmentViewSet(viewsets.ReadOnlyModelViewSet):
+    queryset = Environment.objects.order_by("product", "pk")
+    serializer_class = EnvironmentSerializer
+    filterset_class = EnvironmentFilter
+    pagination_class = RegistryPagination
+    lookup_value_regex = r"[0-9]{1,18}"
+
+
+class SourceViewSet(viewsets.ReadOnlyModelViewSet):
+    queryset = (
+        Source.objects.annotate(run_count=Count("runs"))
+        .prefetch_related(Prefetch("imports", queryset=SourceImport.objects.order_by("-imported_at", "-pk")))
+        .order_by("slug")
+    )
+    serializer_class = SourceSerializer
+    lookup_field = "slug"
+    pagination_class = RegistryPagination
+
+
+class GroupFilter(filters.FilterSet):
+    kernel = filters.CharFilter(field_name="kernel__slug")
+    gpu = filters.CharFilter(field_name="environment__slug")
+    operation_mode = filters.ChoiceFilter(choices=TimedPass.choices)
+    metric = filters.ChoiceFilter(choices=Metric.choices)
+
+    class Meta:
+        model = BenchmarkRun
+        fields = []
+
+
+class ComparisonGroupViewSet(viewsets.GenericViewSet):
+    """Comparison groups: current runs sharing one comparison key, ranked (1 = best)."""
+
+    serializer_class = ComparisonGroupSerializer
+    filterset_class = GroupFilter
+    pagination_class = RegistryPagination
+    lookup_field = "comparison_key"
+    lookup_value_regex = DIGEST_PATTERN
+
+    def get_queryset(self):
+        return selectors.comparison_groups()
+
+    def list(self, request):
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        return self.get_paginated_response(ComparisonGroupSerializer(page, many=True).data)
+
+    @extend_schema(responses=ComparisonGroupDetailSerializer)
+    def retrieve(self, request, comparison_key=None):
+        group = self.get_queryset().filter(comparison_key=comparison_key).first()
+        if group is None:
+            raise exceptions.NotFound("No comparison group has this key.")
+        group["runs"] = (
+            BenchmarkRun.objects.public()
+            .current()
+            .filter(comparison_key=comparison_key)
+            .order_by("rank", "median", "pk")
+        )
+        return Response(ComparisonGroupDetailSerializer(group).data)
+
+
+class PassthroughRenderer(renderers.BaseRenderer):
+    """Lets a client ask for CSV or JSON Lines; the streamed body is written by the view, and
+    errors (400, 429) still go out as JSON."""
+
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return json.dumps(data).encode() if data is not None else b""
+
+
+class CSVRenderer(PassthroughRenderer):
+    media_type = "text/csv"
+    format = "csv"
+
+
+class JSONLinesRenderer(PassthroughRenderer):
+    media_type = "application/jsonl"
+    format = "jsonl"
+
+
+EXPORT_PARAMETERS = [
+    OpenApiParameter(name, OpenApiTypes.STR, description=f"As on /api/v1/runs/: {name}.")
+    for name in ("kernel", "implementation", "project", "gpu", "operation_mode", "metric", "evidence_level")
+]
+
+
+class _ExportView(APIView):
+    pagination_class = None
+
+    def runs(self, request):
+        filterset = RunFilter(request.query_params, queryset=BenchmarkRun.objects.public())
+        if not filterset.is_valid():
+            raise exceptions.ValidationError(filterset.errors)
+        return filterset.qs
+
+
+class RunExportCSV(_ExportView):
+    """Every public run matching the filters, as CSV, streamed."""
+
+    renderer_classes = [renderers.JSONRenderer, CSVRenderer]
+
+    @extend_schema(
+        summary="Export runs as CSV",
+        parameters=EXPORT_PARAMETERS,
+        responses={(200, "text/csv"): OpenApiTypes.STR},
+    )
+    def get(self, request):
+        return exports.csv_response(self.runs(request))
+
+
+class RunExportJSONLines(_ExportView):
+    """Every public run matching the filters, as JSON Lines: one canonical manifest per line."""
+
+    renderer_classes = [renderers.JSONRenderer, JSONLinesRenderer]
+
+    @extend_schema(
+        summary="Export manifests as JSON Lines",
+        parameters=EXPORT_PARAMETERS,
+        responses={(200, "application/jsonl"): OpenApiTypes.STR},
+    )
+    def get(self, request):
+        return exports.jsonl_response(self.runs(request))

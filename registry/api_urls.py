@@ -1,8 +1,19 @@
+from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from registry.api import RunViewSet
+from registry import api
 
 router = DefaultRouter()
-router.register("runs", RunViewSet, basename="run")
+router.register("runs", api.RunViewSet, basename="run")
+router.register("kernels", api.KernelViewSet, basename="kernel")
+router.register("implementations", api.ImplementationViewSet, basename="implementation")
+router.register("environments", api.EnvironmentViewSet, basename="environment")
+router.register("sources", api.SourceViewSet, basename="source")
+router.register("groups", api.ComparisonGroupViewSet, basename="comparison-group")
+router.register("manifests", api.ManifestViewSet, basename="manifest")
 
-urlpatterns = router.urls
+urlpatterns = [
+    path("export/runs.csv", api.RunExportCSV.as_view(), name="export-csv"),
+    path("export/runs.jsonl", api.RunExportJSONLines.as_view(), name="export-jsonl"),
+    *router.urls,
+]

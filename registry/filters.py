@@ -1,20 +1,156 @@
+"""The run filters, shared by the site's pages, the API and the bulk export.
+
+A bad value is a 400 with a message naming the parameter, never a 500: every field validates its
+input strictly (booleans, dates, choices, `name:value` workload parameters) and no value reaches
+the database with a NUL byte in it (PostgreSQL refuses those).
+"""
+
+import re
+
 import django_filters
+from django import forms
+from django.db.models.fields.json import KeyTransform
+from drf_spectacular.utils import extend_schema_field
 
 from registry.models import BenchmarkRun, EvidenceLevel, Metric, TimedPass
 
+PARAMETER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,49}")
+MAX_VALUE_LENGTH = 500
+SORTS = (
+    ("median", "median"),
+    ("rank", "rank"),
+    ("observed_at", "observed"),
+    ("published_at", "published"),
+    ("implementation__provider", "implementation"),
+    ("environment__slug", "gpu"),
+    ("operation_mode", "pass"),
+    ("workload__x_value", "x"),
+    ("id", "id"),
+)
+TRUE_VALUES = {"true", "1", "yes", "on"}
+FALSE_VALUES = {"false", "0", "no", "off"}
+
+
+def parameter_value(raw: str) -> int | float | str:
+    """A workload parameter as the manifest stores it: a JSON number where it reads as one."""
+    try:
+        return int(raw)
+    except ValueError:
+        pass
+    try:
+        number = float(raw)
+    except ValueError:
+        return raw
+    return number if number == number and abs(number) != float("inf") else raw
+
+
+class ParameterField(forms.Field):
+    """`name:value` pairs, repeated (`?param=T:8192&param=bsz:8`): one select per parameter
+    in a plain GET form submits exactly this, so the filter works without JavaScript."""
+
+    widget = forms.MultipleHiddenInput
+
+    def to_python(self, value):
+        pairs = []
+        for item in value or []:
+            if not item:
+                continue
+            name, colon, raw = item.partition(":")
+            if not colon or not PARAMETER_NAME.fullmatch(name) or not raw:
+                raise forms.ValidationError(
+                    f"{item[:80]!r} is not a workload parameter filter; write name:value, e.g. T:8192."
+                )
+            pairs.append((name, parameter_value(raw)))
+        return pairs
+
+
+@extend_schema_field({"type": "array", "items": {"type": "string", "example": "T:8192"}})
+class ParameterFilter(django_filters.Filter):
+    field_class = ParameterField
+
+    def filter(self, qs, value):
+        for index, (name, wanted) in enumerate(value or []):
+            alias = f"_parameter_{index}"
+            # An explicit key transform: a parameter named like a lookup ("contains") stays a key.
+            qs = qs.alias(**{alias: KeyTransform(name, "workload__parameters")}).filter(**{alias: wanted})
+        return qs
+
+
+class StrictBooleanField(forms.Field):
+    def to_python(self, value):
+        if value in (None, ""):
+            return None
+        text = str(value).strip().lower()
+        if text in TRUE_VALUES:
+            return True
+        if text in FALSE_VALUES:
+            return False
+        raise forms.ValidationError(f"{str(value)[:40]!r} is not a boolean; use true or false.")
+
+
+class StrictBooleanFilter(django_filters.BooleanFilter):
+    field_class = StrictBooleanField
+
+
+class SafeForm(forms.Form):
+    """Refuses values the database cannot take before any field sees them."""
+
+    def clean(self):
+        for key in self.data:
+            values = self.data.getlist(key) if hasattr(self.data, "getlist") else [self.data[key]]
+            for value in values:
+                if isinstance(value, str) and ("\x00" in value or len(value) > MAX_VALUE_LENGTH):
+                    raise forms.ValidationError(
+                        f"The value of {key[:40]!r} is not allowed (too long or contains a NUL byte)."
+                    )
+        return super().clean()
+
+
+class StableOrderingFilter(django_filters.OrderingFilter):
+    """Ends every ordering with the id, so pages never repeat or skip runs with equal values."""
+
+    def filter(self, qs, value):
+        qs = super().filter(qs, value)
+        if value:
+            qs = qs.order_by(*qs.query.order_by, "id")
+        return qs
+
 
 class RunFilter(django_filters.FilterSet):
-    kernel = django_filters.CharFilter(field_name="kernel__slug")
-    implementation = django_filters.CharFilter(field_name="implementation__provider")
-    gpu = django_filters.CharFilter(field_name="environment__slug")
-    operation_mode = django_filters.ChoiceFilter(choices=TimedPass.choices)
+    kernel = django_filters.CharFilter(field_name="kernel__slug", help_text="Kernel slug, e.g. geglu.")
+    implementation = django_filters.CharFilter(
+        field_name="implementation__provider", help_text="Provider as the source names it, e.g. liger."
+    )
+    project = django_filters.CharFilter(
+        field_name="implementation__project", help_text="Project, e.g. Liger-Kernel."
+    )
+    gpu = django_filters.CharFilter(
+        field_name="environment__slug", help_text="GPU model slug, e.g. nvidia-a100-sxm4-80gb."
+    )
+    operation_mode = django_filters.ChoiceFilter(choices=TimedPass.choices, help_text="Timed pass.")
     metric = django_filters.ChoiceFilter(choices=Metric.choices)
+    dtype = django_filters.CharFilter(field_name="workload__dtype", help_text="e.g. bf16, fp32.")
+    param = ParameterFilter(help_text="Workload parameter as name:value (e.g. T:8192); repeat for several.")
     evidence_level = django_filters.ChoiceFilter(choices=EvidenceLevel.choices)
-    withdrawn = django_filters.BooleanFilter()
+    withdrawn = StrictBooleanFilter(help_text="true: only runs the source no longer lists.")
+    current = StrictBooleanFilter(
+        method="filter_current", help_text="true: only runs neither withdrawn nor superseded."
+    )
+    observed_after = django_filters.IsoDateTimeFilter(field_name="observed_at", lookup_expr="gte")
+    observed_before = django_filters.IsoDateTimeFilter(field_name="observed_at", lookup_expr="lt")
     external_id = django_filters.CharFilter()
     digest = django_filters.CharFilter()
     comparison_key = django_filters.CharFilter()
+    sort = StableOrderingFilter(fields=SORTS, help_text="Sort field; prefix - for descending.")
 
     class Meta:
         model = BenchmarkRun
         fields = []
+        form = SafeForm
+
+    def filter_current(self, queryset, name, value):
+        if value is None:
+            return queryset
+        if value:
+            return queryset.current()
+        return queryset.exclude(withdrawn=False, superseded_by__isnull=True)

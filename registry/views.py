@@ -1,28 +1,288 @@
-from django.shortcuts import get_object_or_404, render
+"""The public site: read-only pages over `BenchmarkRun.objects.public()`.
 
-from registry.models import BenchmarkRun, Kernel, Source
+Each view fetches through `registry.selectors`, validates its query string with the same
+`RunFilter` the API uses (a bad value is a 400 page naming the parameter), and renders.
+"""
+
+import json
+
+from django.core.paginator import Paginator
+from django.http import Http404, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_safe
+
+from registry import charts, citations, selectors
+from registry.filters import RunFilter
+from registry.models import Kernel, Source, SourceImport
+
+PAGE_SIZE = 50
+SORT_CHOICES = (
+    ("", "GPU, pass, implementation"),
+    ("median", "median, lowest first"),
+    ("-median", "median, highest first"),
+    ("rank", "rank in group"),
+    ("x", "swept parameter"),
+    ("implementation", "implementation"),
+    ("gpu", "GPU"),
+    ("-observed", "newest observation"),
+)
+KERNEL_DEFAULT_ORDER = ("environment__product", "operation_mode", "metric", "implementation__provider")
 
 
+def _paginate(request, queryset, per_page=PAGE_SIZE):
+    return Paginator(queryset, per_page).get_page(request.GET.get("page"))
+
+
+def _filtered(request, queryset, default_order):
+    """Apply the query string's filters; returns (filterset, page or None, status)."""
+    filterset = RunFilter(request.GET, queryset=queryset)
+    if not filterset.is_valid():
+        return filterset, None, 400
+    runs = filterset.qs
+    if not request.GET.get("sort"):
+        runs = runs.order_by(*default_order, "workload__x_value", "id")
+    return filterset, _paginate(request, runs), 200
+
+
+@require_safe
 def home(request):
-    kernels = Kernel.objects.order_by("name")
     return render(
-        request, "registry/home.html", {"kernels": kernels, "run_count": BenchmarkRun.objects.count()}
+        request,
+        "registry/home.html",
+        {
+            "counts": selectors.registry_counts(),
+            "kernels": selectors.kernels_overview(),
+            "recent": selectors.runs_recent(),
+            "verified": selectors.runs_recently_verified(),
+        },
     )
 
 
-def run_detail(request, pk):
-    run = get_object_or_404(BenchmarkRun.objects.public(), pk=pk)
-    return render(request, "registry/run_detail.html", {"run": run})
+@require_safe
+def run_detail(request, pk=None, digest=None):
+    run = selectors.run_for_page(pk=pk, digest=digest)
+    if run is None:
+        raise Http404("No run has this id or digest.")
+    members = selectors.run_group(run)
+    best = selectors.group_best_other(members, run)
+    manifest = json.dumps(run.manifest, indent=2, sort_keys=True, ensure_ascii=False)
+    accessed = timezone.now().date()
+    return render(
+        request,
+        "registry/run_detail.html",
+        {
+            "run": run,
+            "members": members,
+            "best": best,
+            "best_change": selectors.change_percent(run.median, best.median) if best else None,
+            "supersedes": selectors.run_supersedes(run),
+            "manifest_json": manifest,
+            "permalink": citations.permalink(run),
+            "digest_permalink": citations.digest_permalink(run),
+            "accessed": accessed,
+            "bibtex": citations.bibtex(run, accessed=accessed),
+        },
+    )
 
 
+@require_safe
+def run_compare_best(request, pk):
+    run = selectors.run_for_page(pk=pk)
+    if run is None:
+        raise Http404("No run has this id.")
+    best = selectors.group_best_other(selectors.run_group(run), run)
+    if best is None:
+        raise Http404("This run is alone in its comparison group.")
+    return redirect("registry:compare", a=run.pk, b=best.pk)
+
+
+@require_safe
+def compare(request, a, b):
+    run_a = selectors.run_for_page(pk=a)
+    run_b = selectors.run_for_page(pk=b)
+    if run_a is None or run_b is None:
+        raise Http404("No run has this id.")
+    change = selectors.change_percent(run_a.median, run_b.median)
+    return render(
+        request,
+        "registry/compare.html",
+        {
+            "a": run_a,
+            "b": run_b,
+            "change": change,
+            "difference": run_b.median - run_a.median,
+            "ratio": run_b.median / run_a.median if run_a.median else None,
+            "same_group": run_a.comparison_key == run_b.comparison_key,
+            "breaks": selectors.comparability_breaks(run_a, run_b),
+            "sections": selectors.compare_sections(run_a, run_b),
+        },
+    )
+
+
+@require_safe
+def compare_form(request):
+    """Two runs named by id, digest or external id (`?a=…&b=…`) → their compare page."""
+    names = [request.GET.get("a", "").strip(), request.GET.get("b", "").strip()]
+    if not any(names):
+        return render(request, "registry/compare_form.html", {"error": None})
+    pks = [_run_pk(name) for name in names]
+    if None in pks:
+        error = "Name two runs, each by its id, its digest (sha256:…) or its external id."
+        return render(request, "registry/compare_form.html", {"error": error, "names": names}, status=400)
+    return redirect("registry:compare", a=pks[0], b=pks[1])
+
+
+def _run_pk(name: str) -> int | None:
+    if "\x00" in name:
+        return None
+    if name.isdigit():
+        return int(name) if len(name) < 19 else None
+    run = selectors.search_exact_run(name) if name else None
+    return run.pk if run else None
+
+
+def _citation_run(pk):
+    run = selectors.run_for_page(pk=pk)
+    if run is None:
+        raise Http404("No run has this id.")
+    return run
+
+
+@require_safe
+def run_cite_bibtex(request, pk):
+    run = _citation_run(pk)
+    response = HttpResponse(
+        citations.bibtex(run, accessed=timezone.now().date()),
+        content_type="application/x-bibtex; charset=utf-8",
+    )
+    response["Content-Disposition"] = f'attachment; filename="{citations.citation_key(run)}.bib"'
+    return response
+
+
+@require_safe
+def run_cite_csl(request, pk):
+    run = _citation_run(pk)
+    response = JsonResponse(
+        citations.csl_json(run, accessed=timezone.now().date()),
+        safe=False,
+        content_type="application/vnd.citationstyles.csl+json",
+        json_dumps_params={"indent": 2, "ensure_ascii": False},
+    )
+    response["Content-Disposition"] = f'attachment; filename="{citations.citation_key(run)}.json"'
+    return response
+
+
+@require_safe
+def kernel_list(request):
+    return render(request, "registry/kernel_list.html", {"kernels": selectors.kernels_overview()})
+
+
+@require_safe
 def kernel_detail(request, slug):
     kernel = get_object_or_404(Kernel, slug=slug)
-    runs = BenchmarkRun.objects.public().filter(kernel=kernel)[:200]
-    return render(request, "registry/kernel_detail.html", {"kernel": kernel, "runs": runs})
+    runs = selectors.public_runs().filter(kernel=kernel)
+    filterset, page, status = _filtered(request, runs, KERNEL_DEFAULT_ORDER)
+    panels, omitted = [], 0
+    if page is not None:
+        current = (
+            filterset.qs if "current" in request.GET or "withdrawn" in request.GET else filterset.qs.current()
+        )
+        panels, omitted = charts.panels_build(selectors.chart_points(current))
+    return render(
+        request,
+        "registry/kernel_detail.html",
+        {
+            "kernel": kernel,
+            "filterset": filterset,
+            "page": page,
+            "choices": selectors.kernel_filter_choices(kernel),
+            "selected_params": request.GET.getlist("param"),
+            "panels": panels,
+            "omitted_panels": omitted,
+            "sort_choices": SORT_CHOICES,
+        },
+        status=status,
+    )
 
 
+@require_safe
+def run_list(request):
+    """Browse every run, with the API's filters (kernel, implementation, project, GPU, …)."""
+    filterset, page, status = _filtered(
+        request, selectors.public_runs(), ("kernel__slug", "environment__product", "implementation__provider")
+    )
+    return render(request, "registry/run_list.html", {"filterset": filterset, "page": page}, status=status)
+
+
+@require_safe
+def gpu_list(request):
+    return render(request, "registry/gpu_list.html", {"gpus": selectors.gpus_overview()})
+
+
+@require_safe
+def gpu_detail(request, slug):
+    gpu = selectors.gpu_get(slug)
+    if gpu is None:
+        raise Http404("No GPU has this name.")
+    page = _paginate(
+        request, selectors.public_runs().filter(environment__slug=slug).order_by("kernel__slug", "id")
+    )
+    return render(
+        request,
+        "registry/gpu_detail.html",
+        {"gpu": gpu, "kernels": selectors.gpu_kernels(slug), "page": page},
+    )
+
+
+@require_safe
+def implementation_list(request):
+    return render(
+        request,
+        "registry/implementation_list.html",
+        {"implementations": selectors.implementations_overview()},
+    )
+
+
+@require_safe
+def implementation_detail(request, provider):
+    variants = list(selectors.implementation_variants(provider))
+    if not variants:
+        raise Http404("No implementation has this name.")
+    page = _paginate(
+        request,
+        selectors.public_runs().filter(implementation__provider=provider).order_by("kernel__slug", "id"),
+    )
+    return render(
+        request,
+        "registry/implementation_detail.html",
+        {"provider": provider, "variants": variants, "page": page},
+    )
+
+
+@require_safe
+def source_list(request):
+    return render(request, "registry/source_list.html", {"sources": Source.objects.order_by("name")})
+
+
+@require_safe
 def source_detail(request, slug):
     source = get_object_or_404(Source, slug=slug)
+    imports = SourceImport.objects.filter(source=source).order_by("-imported_at", "-pk")[:100]
+    page = _paginate(request, selectors.public_runs().filter(source=source).order_by("kernel__slug", "id"))
     return render(
-        request, "registry/source_detail.html", {"source": source, "imports": source.imports.all()[:50]}
+        request, "registry/source_detail.html", {"source": source, "imports": imports, "page": page}
     )
+
+
+@require_safe
+def search(request):
+    query = request.GET.get("q", "").strip()[:400]
+    if "\x00" in query:
+        return render(request, "registry/search.html", {"results": None, "query": ""}, status=400)
+    exact = selectors.search_exact_run(query) if query else None
+    if exact is not None:
+        return redirect(exact)
+    results = selectors.search(query)
+    page = _paginate(request, results.runs) if results.runs is not None else None
+    return render(request, "registry/search.html", {"results": results, "query": query, "page": page})

@@ -1,0 +1,462 @@
+"""Reads for the public site and API, each a fixed number of queries whatever the data size.
+
+Every read starts from `BenchmarkRun.objects.public()`; ranks and group sizes are stored on the
+run at import, so no page computes them.
+"""
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from django.db.models import Count, Max, Min, Q
+
+from registry.models import (
+    EVIDENCE_EXPLANATIONS,
+    BenchmarkRun,
+    Environment,
+    EvidenceLevel,
+    Implementation,
+    Kernel,
+    Metric,
+    TimedPass,
+    Workload,
+)
+
+DIGEST = re.compile(r"(?:sha256:)?([0-9a-f]{64})")
+RUN_PAGE_RELATED = ("superseded_by", "first_import")
+
+
+def public_runs():
+    return BenchmarkRun.objects.public()
+
+
+def normalise_digest(value: str) -> str | None:
+    match = DIGEST.fullmatch((value or "").strip().lower())
+    return f"sha256:{match.group(1)}" if match else None
+
+
+# --- home and lists -------------------------------------------------------------------------
+
+
+def registry_counts() -> dict:
+    runs = BenchmarkRun.objects.aggregate(
+        runs=Count("id"),
+        kernels=Count("kernel", distinct=True),
+        gpus=Count("environment__slug", distinct=True),
+        current=Count("id", filter=Q(withdrawn=False, superseded_by__isnull=True)),
+        **{level: Count("id", filter=Q(evidence_level=level)) for level in EvidenceLevel.values},
+    )
+    runs["implementations"] = Implementation.objects.values("provider").distinct().count()
+    runs["by_level"] = [
+        {"level": level, "label": label, "count": runs[level], "explanation": EVIDENCE_EXPLANATIONS[level]}
+        for level, label in EvidenceLevel.choices
+    ]
+    return runs
+
+
+def kernels_overview() -> list[dict]:
+    """Every kernel with its run count, its implementations and the GPUs it was measured on."""
+    kernels = {
+        k.pk: {"kernel": k, "runs": k.run_count, "gpus": [], "implementations": []}
+        for k in Kernel.objects.annotate(run_count=Count("runs")).order_by("name")
+    }
+    pairs = (
+        BenchmarkRun.objects.values_list("kernel_id", "environment__slug", "environment__product")
+        .distinct()
+        .order_by("kernel_id", "environment__product")
+    )
+    for kernel_id, slug, product in pairs:
+        kernels[kernel_id]["gpus"].append({"slug": slug, "product": product})
+    providers = (
+        Implementation.objects.values_list("kernel_id", "provider")
+        .distinct()
+        .order_by("kernel_id", "provider")
+    )
+    for kernel_id, provider in providers:
+        kernels[kernel_id]["implementations"].append(provider)
+    return list(kernels.values())
+
+
+def runs_recent(limit: int = 10):
+    return public_runs().order_by("-published_at", "-id")[:limit]
+
+
+def runs_recently_verified(limit: int = 10):
+    verified = [EvidenceLevel.MEASURED, EvidenceLevel.REPRODUCED]
+    return public_runs().filter(evidence_level__in=verified).order_by("-updated_at", "-id")[:limit]
+
+
+def gpus_overview() -> list[dict]:
+    rows = (
+        BenchmarkRun.objects.values(
+            "environment__slug",
+            "environment__vendor",
+            "environment__product",
+            "environment__form_factor",
+            "environment__architecture",
+        )
+        .annotate(runs=Count("id"), kernels=Count("kernel", distinct=True))
+        .order_by("environment__vendor", "environment__product")
+    )
+    return [{key.removeprefix("environment__"): value for key, value in row.items()} for row in rows]
+
+
+def gpu_get(slug: str) -> Environment | None:
+    return Environment.objects.filter(slug=slug).order_by("pk").first()
+
+
+def gpu_kernels(slug: str) -> list[dict]:
+    return list(
+        BenchmarkRun.objects.filter(environment__slug=slug)
+        .values("kernel__slug", "kernel__name")
+        .annotate(runs=Count("id"))
+        .order_by("kernel__name")
+    )
+
+
+def implementations_overview() -> list[dict]:
+    """One row per provider (as the source names it) with its project and kernels."""
+    rows = (
+        BenchmarkRun.objects.values("implementation__provider", "implementation__project", "kernel__slug")
+        .annotate(runs=Count("id"))
+        .order_by("implementation__project", "implementation__provider", "kernel__slug")
+    )
+    providers: dict[str, dict] = {}
+    for row in rows:
+        entry = providers.setdefault(
+            row["implementation__provider"],
+            {
+                "provider": row["implementation__provider"],
+                "project": row["implementation__project"],
+                "kernels": [],
+                "runs": 0,
+            },
+        )
+        entry["kernels"].append(row["kernel__slug"])
+        entry["runs"] += row["runs"]
+    return list(providers.values())
+
+
+def implementation_variants(provider: str):
+    return Implementation.objects.filter(provider=provider).select_related("kernel").order_by("kernel__name")
+
+
+# --- the run page ----------------------------------------------------------------------------
+
+
+def run_for_page(*, pk: int | None = None, digest: str | None = None) -> BenchmarkRun | None:
+    runs = public_runs().select_related(*RUN_PAGE_RELATED)
+    lookup = {"pk": pk} if pk is not None else {"digest": digest}
+    return runs.filter(**lookup).first()
+
+
+def run_group(run: BenchmarkRun) -> list[BenchmarkRun]:
+    """The run's comparison group, best first: the current runs that share its key."""
+    return list(
+        BenchmarkRun.objects.current()
+        .filter(comparison_key=run.comparison_key)
+        .select_related("implementation")
+        .order_by("rank", "median", "pk")
+    )
+
+
+def group_best_other(members: list[BenchmarkRun], run: BenchmarkRun) -> BenchmarkRun | None:
+    """The run to compare with: the group's #1, or its runner-up when this run is the #1."""
+    others = [m for m in members if m.pk != run.pk]
+    return others[0] if others else None
+
+
+def run_supersedes(run: BenchmarkRun) -> list[BenchmarkRun]:
+    return list(BenchmarkRun.objects.filter(superseded_by=run).order_by("-observed_at"))
+
+
+def change_percent(base: float, other: float) -> float | None:
+    """How much `other` differs from `base`, in percent of `base` (negative: other is lower)."""
+    if not base:
+        return None
+    return (other / base - 1.0) * 100.0
+
+
+# --- comparing two runs ----------------------------------------------------------------------
+
+COMPARABILITY_FIELDS = (
+    ("kernel", "kernel", lambda r: r.kernel.name),
+    ("operation_mode", "timed pass", lambda r: r.get_operation_mode_display()),
+    ("metric", "metric", lambda r: r.get_metric_display()),
+    ("workload", "workload", lambda r: r.workload.summary + f" ({r.workload.digest[:19]}…)"),
+    ("family", "comparability family", lambda r: r.protocol.comparability_family),
+    ("gpu", "GPU", lambda r: r.environment.product),
+)
+COMPARABILITY_KEYS = {
+    "kernel": lambda r: r.kernel_id,
+    "operation_mode": lambda r: r.operation_mode,
+    "metric": lambda r: r.metric,
+    "workload": lambda r: r.workload.digest,
+    "family": lambda r: r.protocol.comparability_family,
+    "gpu": lambda r: r.environment.product,
+}
+
+
+def comparability_breaks(a: BenchmarkRun, b: BenchmarkRun) -> list[dict]:
+    """Each field of the comparison key on which the two runs differ, with both values."""
+    return [
+        {"field": label, "a": show(a), "b": show(b)}
+        for key, label, show in COMPARABILITY_FIELDS
+        if COMPARABILITY_KEYS[key](a) != COMPARABILITY_KEYS[key](b)
+    ]
+
+
+@dataclass
+class CompareSection:
+    title: str
+    rows: list[dict] = field(default_factory=list)
+
+    @property
+    def differing(self) -> int:
+        return sum(row["differs"] for row in self.rows)
+
+    @property
+    def differing_rows(self) -> list[dict]:
+        return [row for row in self.rows if row["differs"]]
+
+    @property
+    def same_rows(self) -> list[dict]:
+        return [row for row in self.rows if not row["differs"]]
+
+
+def _row(label, a, b):
+    return {"label": label, "a": a, "b": b, "differs": a != b}
+
+
+def _display(value) -> str:
+    if value is None or value == "" or value == {} or value == []:
+        return "—"
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+def flatten(document, prefix: str = "") -> dict[str, str]:
+    """A JSON document as {dotted.path: value} for a field-by-field comparison."""
+    if isinstance(document, dict) and document:
+        out = {}
+        for key, value in document.items():
+            out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    if isinstance(document, list) and document and any(isinstance(i, dict | list) for i in document):
+        out = {}
+        for index, value in enumerate(document):
+            out.update(flatten(value, f"{prefix}[{index}]"))
+        return out
+    return {prefix: _display(document)}
+
+
+def compare_sections(a: BenchmarkRun, b: BenchmarkRun) -> list[CompareSection]:
+    identity = CompareSection(
+        "Identity",
+        [
+            _row("Kernel", a.kernel.name, b.kernel.name),
+            _row("Implementation", a.implementation.provider, b.implementation.provider),
+            _row("Project", a.implementation.project, b.implementation.project),
+            _row("Revision", a.implementation.revision or "unknown", b.implementation.revision or "unknown"),
+            _row("Timed pass", a.get_operation_mode_display(), b.get_operation_mode_display()),
+            _row("Metric", a.get_metric_display(), b.get_metric_display()),
+            _row("Observed", a.observed_at.isoformat(), b.observed_at.isoformat()),
+            _row("Source", a.source.name, b.source.name),
+            _row("Evidence level", a.get_evidence_level_display(), b.get_evidence_level_display()),
+            _row("Comparison key", a.comparison_key, b.comparison_key),
+            _row("Implementation digest", a.implementation.digest, b.implementation.digest),
+        ],
+    )
+    params = sorted(set(a.workload.parameters) | set(b.workload.parameters))
+    workload = CompareSection(
+        "Workload",
+        [
+            _row("Summary", a.workload.summary, b.workload.summary),
+            _row("dtype", a.workload.dtype, b.workload.dtype),
+        ]
+        + [
+            _row(name, _display(a.workload.parameters.get(name)), _display(b.workload.parameters.get(name)))
+            for name in params
+        ]
+        + [
+            _row(
+                "Tensors",
+                _tensors(a.workload.tensors),
+                _tensors(b.workload.tensors),
+            ),
+            _row("Workload digest", a.workload.digest, b.workload.digest),
+        ],
+    )
+    protocol = CompareSection(
+        "Protocol",
+        [
+            _row("Name", a.protocol.name, b.protocol.name),
+            _row("Harness", a.protocol.harness, b.protocol.harness),
+            _row("Timer", a.protocol.timer, b.protocol.timer),
+            _row("Statistic", a.protocol.statistic, b.protocol.statistic),
+            _row("Comparability family", a.protocol.comparability_family, b.protocol.comparability_family),
+            _row("Protocol digest", a.protocol.digest, b.protocol.digest),
+        ],
+    )
+    environment = CompareSection(
+        "Environment",
+        [
+            _row("Vendor", a.environment.vendor, b.environment.vendor),
+            _row("Product", a.environment.product, b.environment.product),
+            _row("Form factor", a.environment.form_factor, b.environment.form_factor),
+            _row("Architecture", a.environment.architecture, b.environment.architecture),
+            _row("Software", _display(a.environment.software), _display(b.environment.software)),
+            _row("Environment digest", a.environment.digest, b.environment.digest),
+        ],
+    )
+    flat_a, flat_b = flatten(a.manifest), flatten(b.manifest)
+    manifest = CompareSection(
+        "Manifest",
+        [
+            _row(path, flat_a.get(path, "—"), flat_b.get(path, "—"))
+            for path in sorted(set(flat_a) | set(flat_b))
+        ],
+    )
+    return [identity, workload, protocol, environment, manifest]
+
+
+def _tensors(tensors: list[dict]) -> str:
+    if not tensors:
+        return "not published"
+    return "; ".join(f"{t['name']} {t['dtype']} {t['shape']}" for t in tensors)
+
+
+# --- the kernel page -------------------------------------------------------------------------
+
+
+def kernel_filter_choices(kernel: Kernel) -> dict:
+    """The values the kernel page's selects offer: only those the kernel's runs have."""
+    combos = list(
+        BenchmarkRun.objects.filter(kernel=kernel)
+        .values_list(
+            "environment__slug", "environment__product", "implementation__provider", "workload__dtype"
+        )
+        .distinct()
+    )
+    parameters: dict[str, set] = {}
+    for values in Workload.objects.filter(kernel=kernel).values_list("parameters", flat=True):
+        for name, value in values.items():
+            if isinstance(value, bool) or isinstance(value, dict | list):
+                continue
+            parameters.setdefault(name, set()).add(value)
+    return {
+        "gpus": sorted({(slug, product) for slug, product, _, _ in combos}, key=lambda g: g[1]),
+        "implementations": sorted({c[2] for c in combos}),
+        "dtypes": sorted({c[3] for c in combos if c[3]}),
+        "parameters": [
+            {
+                "name": name,
+                "options": [
+                    {"value": value, "option": f"{name}:{value}"}
+                    for value in sorted(values, key=lambda v: (isinstance(v, str), v))
+                ],
+            }
+            for name, values in sorted(parameters.items())
+            if len(values) > 1
+        ],
+        "passes": TimedPass.choices,
+        "metrics": Metric.choices,
+        "levels": EvidenceLevel.choices,
+    }
+
+
+CHART_FIELDS = (
+    "environment__slug",
+    "environment__product",
+    "operation_mode",
+    "metric",
+    "unit",
+    "implementation__provider",
+    "workload__x_name",
+    "workload__x_label",
+    "workload__x_value",
+    "workload__parameters",
+    "workload__dtype",
+    "median",
+    "p20",
+    "p80",
+    "id",
+)
+
+
+def chart_points(queryset) -> list[dict]:
+    """The filtered runs, as plain values for the charts: one query, no pagination."""
+    return list(queryset.order_by().values(*CHART_FIELDS))
+
+
+# --- comparison groups (API) -----------------------------------------------------------------
+
+GROUP_FIELDS = (
+    "comparison_key",
+    "kernel__slug",
+    "operation_mode",
+    "metric",
+    "unit",
+    "environment__slug",
+    "environment__product",
+    "workload__digest",
+    "workload__summary",
+    "protocol__comparability_family",
+)
+
+
+def comparison_groups():
+    """One row per comparison group of current runs, with its size and best median."""
+    return (
+        BenchmarkRun.objects.current()
+        .values(*GROUP_FIELDS)
+        .annotate(size=Count("id"), best=Min("median"), latest=Max("observed_at"))
+        .order_by("comparison_key")
+    )
+
+
+# --- search ----------------------------------------------------------------------------------
+
+
+@dataclass
+class SearchResults:
+    query: str
+    kernels: list = field(default_factory=list)
+    implementations: list = field(default_factory=list)
+    gpus: list = field(default_factory=list)
+    runs: object = None
+
+
+def search_exact_run(query: str) -> BenchmarkRun | None:
+    """A digest or an external id names exactly one run: the search goes straight to it."""
+    digest = normalise_digest(query)
+    lookup = Q(digest=digest) if digest else Q(external_id=query)
+    return BenchmarkRun.objects.filter(lookup).only("pk").first()
+
+
+def search(query: str) -> SearchResults:
+    results = SearchResults(query=query)
+    if not query:
+        return results
+    results.kernels = list(Kernel.objects.filter(Q(name__icontains=query) | Q(slug__icontains=query))[:20])
+    results.implementations = list(
+        Implementation.objects.filter(Q(provider__icontains=query) | Q(project__icontains=query))
+        .values("provider", "project")
+        .annotate(kernels=Count("kernel", distinct=True))
+        .order_by("project", "provider")[:20]
+    )
+    results.gpus = list(
+        Environment.objects.filter(Q(product__icontains=query) | Q(slug__icontains=query))
+        .values("slug", "product")
+        .distinct()
+        .order_by("product")[:20]
+    )
+    digest_prefix = query.lower().removeprefix("sha256:")
+    runs = Q(external_id__icontains=query)
+    if re.fullmatch(r"[0-9a-f]{6,64}", digest_prefix):
+        runs |= Q(digest__startswith="sha256:" + digest_prefix)
+        runs |= Q(workload__digest__startswith="sha256:" + digest_prefix)
+        runs |= Q(comparison_key__startswith="sha256:" + digest_prefix)
+    results.runs = public_runs().filter(runs).order_by("kernel__slug", "external_id", "id")
+    return results

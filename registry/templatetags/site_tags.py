@@ -1,0 +1,49 @@
+"""Formatting for the public pages: figures, percentages, evidence levels, query strings."""
+
+from django import template
+
+from registry import charts
+from registry.models import EVIDENCE_EXPLANATIONS
+
+register = template.Library()
+
+
+@register.filter
+def headline(value):
+    """The headline figure: four significant figures (144.2)."""
+    return charts.significant(value, 4) if value is not None else "—"
+
+
+@register.filter
+def measure(value):
+    """A figure in tables and comparisons: two decimals (141.29)."""
+    return charts.measure(value) if value is not None else "—"
+
+
+@register.filter
+def percent(value):
+    """A signed change in percent with one decimal (-2.0%)."""
+    return f"{value:+.1f}%" if value is not None else "—"
+
+
+@register.filter
+def evidence_explanation(level):
+    return EVIDENCE_EXPLANATIONS.get(level, "")
+
+
+@register.filter
+def swatch(series):
+    return charts.legend_swatch(series)
+
+
+@register.simple_tag(takes_context=True)
+def query(context, **changes):
+    """The current query string with some parameters replaced (None or "" removes one); every
+    repeated parameter (param=…) is kept."""
+    params = context["request"].GET.copy()
+    for key, value in changes.items():
+        params.pop(key, None)
+        if value not in (None, ""):
+            params[key] = value
+    encoded = params.urlencode()
+    return f"?{encoded}" if encoded else "?"
