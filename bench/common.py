@@ -28,6 +28,7 @@ PYTHON = sys.executable
 PG_ADMIN = os.environ.get("BENCH_PG_ADMIN", "postgres://postgres@127.0.0.1:5432/postgres")
 PG_PREFIX = "ki_perf"
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/7")
+SERVER_PIDS: dict[str, int] = {}  # base URL -> gunicorn master pid, while it runs
 
 
 def pg_url(db: str) -> str:
@@ -156,8 +157,10 @@ def server(database_url: str, *, workers: int = 2):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit("gunicorn did not start")
             time.sleep(0.3)
+        SERVER_PIDS[base] = proc.pid
         yield base
     finally:
+        SERVER_PIDS.pop(base, None)
         os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=30)
@@ -186,7 +189,7 @@ def wrk(base: str, paths: list[str], *, seconds: float, connections: int = 4, th
                 "wrk",
                 f"-t{threads}",
                 f"-c{connections}",
-                f"-d{seconds}s",
+                f"-d{max(1, round(seconds))}s",
                 "--timeout",
                 "30s",
                 "-s",

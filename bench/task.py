@@ -69,10 +69,28 @@ def page_paths(per_page: int = 200) -> dict[str, list[str]]:
         "api runs?kernel=": [f"{reverse('run-list')}?kernel={slug}" for slug in slugs],
     }
     try:  # the compare page arrives with the public site (branch `site`)
-        paths["compare page"] = [reverse("registry:run-compare", args=[pk]) for pk in pks]
+        paths["compare page"] = _compare_paths(pks)
     except NoReverseMatch:
         pass
     return paths
+
+
+def _compare_paths(pks: list[int]) -> list[str]:
+    """Each sampled run against the #1 of its comparison group (what "compare with the best"
+    links to), or against the next sampled run where it is alone."""
+    keys = dict(BenchmarkRun.objects.filter(pk__in=pks).values_list("pk", "comparison_key"))
+    best = dict(
+        BenchmarkRun.objects.current()
+        .filter(comparison_key__in=set(keys.values()), rank=1)
+        .values_list("comparison_key", "pk")
+    )
+    pairs = []
+    for position, pk in enumerate(pks):
+        other = best.get(keys[pk])
+        if other is None or other == pk:
+            other = pks[(position + 1) % len(pks)]
+        pairs.append(reverse("registry:compare", args=[pk, other]))
+    return pairs
 
 
 def cmd_paths() -> dict:
