@@ -19,6 +19,7 @@ import csv
 import hashlib
 import io
 import itertools
+import json
 import multiprocessing
 import os
 import pickle
@@ -87,10 +88,20 @@ def _factor(index: int) -> float:
     return 0.85 + int.from_bytes(digest, "little") / 2**32 * 0.3
 
 
+def _identity(base: dict, x_value: str, gpu: str, timestamp: str) -> int:
+    """What makes a run's external id: its numeric parameters and dtype, pass, provider, GPU and
+    time. Two shifted rows that would share one are not both produced."""
+    config = json.loads(base["extra_benchmark_config_str"] or "{}")
+    numeric = {k: v for k, v in config.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+    numeric[base["x_name"]] = x_value
+    fixed = (base["kernel_name"], base["kernel_operation_mode"], base["metric_name"], base["kernel_provider"])
+    return hash((fixed, gpu, timestamp, str(config.get("dtype")), tuple(sorted(numeric.items()))))
+
+
 def synthetic_rows(n: int):
     """Exactly n synthetic CSV rows (dicts keyed by the CSV header), always the same ones."""
     _, bases = _bases()
-    produced = 0
+    produced, seen = 0, set()
     for k in itertools.count(1):
         for gpu in GPUS:
             for v, version in enumerate(VERSIONS):
@@ -100,11 +111,16 @@ def synthetic_rows(n: int):
                     factor = _factor(produced)
                     ts = datetime.strptime(base["timestamp"], "%Y-%m-%d %H:%M:%S")
                     ts += timedelta(days=90 * (v + 1), seconds=k)
+                    x_value, timestamp = _shift_x(base["x_value"], k), ts.strftime("%Y-%m-%d %H:%M:%S")
+                    identity = _identity(base, x_value, gpu, timestamp)
+                    if identity in seen:
+                        continue
+                    seen.add(identity)
                     row = dict(base)
                     row.update(
-                        x_value=_shift_x(base["x_value"], k),
+                        x_value=x_value,
                         gpu_name=gpu,
-                        timestamp=ts.strftime("%Y-%m-%d %H:%M:%S"),
+                        timestamp=timestamp,
                         liger_version=version,
                         y_value_50=repr(float(base["y_value_50"]) * factor),
                         y_value_20=repr(float(base["y_value_20"]) * factor),

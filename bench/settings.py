@@ -13,4 +13,7 @@ if os.environ.get("BENCH_STATIC_ROOT"):
     STATIC_ROOT = os.environ["BENCH_STATIC_ROOT"]
 else:
     # In-process work (query counts, imports) renders pages without a collected manifest.
-    STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}  # noqa: F405
+    STORAGES = {
+        **STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    }  # noqa: F405
