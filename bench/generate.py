@@ -218,11 +218,11 @@ def registry_grow(n: int, *, workers: int | None = None, log=print) -> dict:
 
     workers = workers or max(1, min(os.cpu_count() or 1, 4))
     with tempfile.TemporaryDirectory(prefix="ki_perf_grow_") as folder:
-        connections.close_all()  # nothing open crosses the fork
         jobs = [(n, w, workers, folder) for w in range(workers)]
         if workers == 1:
             shares = [_parse_share(jobs[0])]
         else:
+            connections.close_all()  # nothing open crosses the fork
             with multiprocessing.get_context("fork").Pool(workers) as pool:
                 shares = pool.map(_parse_share, jobs)
         log(f"parsed {n} rows in {workers} processes")
