@@ -14,6 +14,6 @@ if os.environ.get("BENCH_STATIC_ROOT"):
 else:
     # In-process work (query counts, imports) renders pages without a collected manifest.
     STORAGES = {
-        **STORAGES,
+        **STORAGES,  # noqa: F405
         "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
-    }  # noqa: F405
+    }

@@ -15,7 +15,12 @@ SMALL, LARGE = 300, 2300
 def _pages() -> dict[str, str]:
     """The benchmark's pages, for the registry's first run and the #1 of its group."""
     run = BenchmarkRun.objects.order_by("pk").first()
-    best = BenchmarkRun.objects.current().filter(comparison_key=run.comparison_key).order_by("rank", "pk").first()
+    best = (
+        BenchmarkRun.objects.current()
+        .filter(comparison_key=run.comparison_key)
+        .order_by("rank", "pk")
+        .first()
+    )
     return {
         "run page": reverse("registry:run-detail", args=[run.pk]),
         "compare page": reverse("registry:compare", args=[run.pk, best.pk]),
