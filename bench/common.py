@@ -117,7 +117,7 @@ def free_port() -> int:
 
 
 @contextmanager
-def server(database_url: str, *, workers: int = 2):
+def server(database_url: str, *, workers: int = 2, timeout: int = 60):
     """gunicorn with the production settings on 127.0.0.1; always stopped on the way out."""
     static_root = Path(tempfile.mkdtemp(prefix="ki_perf_static_"))
     env = django_env(database_url, BENCH_STATIC_ROOT=static_root)
@@ -138,7 +138,7 @@ def server(database_url: str, *, workers: int = 2):
             "--log-level",
             "warning",
             "--timeout",
-            "60",
+            str(timeout),
         ],
         cwd=ROOT,
         env=env,

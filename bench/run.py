@@ -336,7 +336,7 @@ def bench_export(sizes: list[str], args, built: dict) -> None:
         url = registry(label, built)
         baseline = copy_out_rate(url)
         for fmt, path in (("CSV", "/api/v1/export/runs.csv"), ("JSON Lines", "/api/v1/export/runs.jsonl")):
-            with common.server(url, workers=1) as base:
+            with common.server(url, workers=1, timeout=600) as base:
                 common.get(base, "/bench/floor/")
                 (pid,) = worker_pids(common.SERVER_PIDS[base])
                 floor_kib = vm_hwm_kib(pid)
