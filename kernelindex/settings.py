@@ -109,6 +109,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;"}
     )
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and _env(
+    env.bool, "DATABASE_PREPARED_STATEMENTS", default=True
+):
+    # Planning a page's joins costs PostgreSQL more than running them (20-50 ms against 1-5 ms
+    # for the run page at 100k runs, docs/performance.md): with server-side binding psycopg
+    # prepares a query after 5 runs on a connection. Set 0 behind a transaction-mode pooler.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"server_side_binding": True, "prepare_threshold": 5}
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHE_URL = _env(env.str, "CACHE_URL", default="")
