@@ -110,6 +110,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;"}
     )
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and _env(
+    env.bool, "DATABASE_PREPARED_STATEMENTS", default=True
+):
+    # Planning a page's joins costs PostgreSQL more than running them (20-50 ms against 1-5 ms
+    # for the run page at 100k runs, docs/performance.md): with server-side binding psycopg
+    # prepares a query after 5 runs on a connection. Set 0 behind a transaction-mode pooler.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"server_side_binding": True, "prepare_threshold": 5}
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHE_URL = _env(env.str, "CACHE_URL", default="")
@@ -248,10 +257,22 @@ CELERY_TASK_SOFT_TIME_LIMIT = 3300
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_IGNORE_RESULT = True
 
+# One JSON object a line in production (LOG_FORMAT=json, the default when DEBUG is off), with the
+# request id, Celery task id and job id on every line; readable text in development.
+LOG_FORMAT = _env(env.str, "LOG_FORMAT", default="text" if DEBUG else "json")
+if LOG_FORMAT not in ("json", "text"):
+    raise ImproperlyConfigured("Environment variable LOG_FORMAT is invalid: use json or text")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"context": {"()": "kernelindex.logging.ContextFilter"}},
+    "formatters": {
+        "json": {"()": "kernelindex.logging.JsonFormatter"},
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s%(task_id)s] %(message)s"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "filters": ["context"], "formatter": LOG_FORMAT}
+    },
     "root": {"handlers": ["console"], "level": _env(env.str, "LOG_LEVEL", default="INFO")},
 }
 
@@ -337,3 +358,33 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Take the write lock at BEGIN: two concurrent requests then serialise cleanly (the second
     # sees the first's job) instead of failing with "database is locked" on a stale snapshot.
     DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
+
+
+# Operations (docs/deploy.md): upstream sync, health, metrics.
+PYPI_URL = _env(env.str, "PYPI_URL", default="https://pypi.org")
+PYPI_TIMEOUT = _env(env.int, "PYPI_TIMEOUT", default=60)
+LIGER_SYNC_DAILY = _env(env.bool, "LIGER_SYNC_DAILY", default=False)
+LIGER_SYNC_HOUR = _env(env.int, "LIGER_SYNC_HOUR", default=4)
+if LIGER_SYNC_DAILY:
+    from celery.schedules import crontab
+
+    CELERY_BEAT_SCHEDULE["liger-sync-daily"] = {
+        "task": "registry.sync_liger",
+        "schedule": crontab(hour=LIGER_SYNC_HOUR, minute=17),
+        "options": {"queue": "default", "expires": 6 * 3600},
+    }
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+OPERATIONS_INSPECT_TIMEOUT = _env(env.float, "OPERATIONS_INSPECT_TIMEOUT", default=1.0)
+# /metrics answers a bearer token (METRICS_TOKEN); without one, only direct loopback requests.
+METRICS_TOKEN = _env(env.str, "METRICS_TOKEN", default="")
+PROMETHEUS_EXPORT_MIGRATIONS = False
+INSTALLED_APPS.append("django_prometheus")
+MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    "kernelindex.logging.RequestIdMiddleware",
+    *MIDDLEWARE,
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
+]
+# Load balancers probe over plain HTTP by address.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]

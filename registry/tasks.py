@@ -156,3 +156,28 @@ def job_record(job_id: int, lease: str, result: dict) -> str:
 @shared_task(name="registry.jobs_reconcile", acks_late=True, autoretry_for=TRANSIENT_ERRORS, max_retries=3)
 def jobs_reconcile_task() -> dict:
     return services.jobs_reconcile()
+
+
+@shared_task(name="registry.sync_liger", acks_late=True, time_limit=1800, soft_time_limit=1700)
+def sync_liger_task(version: str = "") -> dict:
+    """The daily beat job (and `manage.py sync_liger --queue`). Safe to run twice: a release
+    already imported from the same archive is skipped."""
+    from registry.services.sync import liger_sync
+
+    sync = liger_sync(version=version)
+    return {"sync": sync.pk, "status": sync.status, "release": sync.release}
+
+
+@shared_task(
+    name="registry.sync_failure_notify",
+    acks_late=True,
+    time_limit=120,
+    soft_time_limit=100,
+    autoretry_for=(OSError,),  # smtplib errors are OSErrors
+    retry_backoff=True,
+    max_retries=6,
+)
+def sync_failure_notify_task(sync_pk: int) -> int:
+    from registry.services.sync import sync_failure_notify
+
+    return sync_failure_notify(sync_pk=sync_pk)
