@@ -18,8 +18,15 @@ import pytest
 from bench.servers import PostgresServer, RedisServer, port_free, wait_until
 from bench.stack import Stack, data_csv
 from tests.faults.support import figure
+from tests.reruns.worker import broker_is_redis
 
-pytestmark = pytest.mark.worker
+pytestmark = [
+    pytest.mark.worker,
+    # Self-contained (its own PostgreSQL and Redis), so it runs once: in CI's PostgreSQL + Redis pass.
+    pytest.mark.skipif(
+        not broker_is_redis(), reason="runs in the Redis pass (CELERY_BROKER_URL=redis://...)"
+    ),
+]
 PAGES = ["/", "/kernels/geglu/", "/runs/1/", "/compare/1/2/", "/api/v1/runs/?page_size=20"]
 DONE = ("succeeded", "diverged", "failed", "cancelled")
 # The deadline: stale after JOB_STALE_AFTER (3 s), put back within JOB_RECONCILE_INTERVAL (2 s),
