@@ -410,9 +410,9 @@ def chart_points(queryset) -> list[dict]:
 
 def chart_points_drawn(queryset, *, limit: int = MAX_PANELS) -> tuple[list[dict], int]:
     """The filtered runs of the first `limit` chart panels (in `charts.panels_build`'s order), and
-    perhaps of a few more on the same GPUs, as plain values; and how many panels were left out. Two queries: the panels, grouped by the
-    database, then the points of the drawn panels only, so a kernel measured on many GPUs does
-    not load every run it has into Python for 24 charts."""
+    perhaps of a few more on the same GPUs, as plain values; and how many panels were left out.
+    Two queries: the panels, grouped by the database, then the points of the drawn panels' GPUs,
+    so a kernel measured on many GPUs does not load every run it has into Python for 24 charts."""
     queryset = queryset.order_by()
     panels = {
         (p["metric"], p["environment__slug"], p["operation_mode"], p["workload__x_name"]): p
