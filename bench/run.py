@@ -446,7 +446,7 @@ def main() -> None:
         if "reruns" in only:
             bench_reruns(args)
     finally:
-        if not args.keep:
+        if not args.keep and set(only) & {"pages", "queries", "import", "export"}:
             for label in sizes:
                 common.pg_drop(database(label))
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
