@@ -155,8 +155,7 @@ def _decode(data: bytes) -> str:
         # No database text column can hold it, and no real CSV has one.
         offset = text.index("\x00")
         raise LigerFormatError(
-            f"a NUL character at offset {offset}; this is not a text CSV",
-            line=text.count("\n", 0, offset) + 1,
+            f"a NUL character at offset {offset}; this is not a text CSV", line=text.count("\n", 0, offset) + 1
         )
     return text
 
