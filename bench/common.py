@@ -26,7 +26,7 @@ BENCH = ROOT / "bench"
 RESULTS = BENCH / "results"
 PYTHON = sys.executable
 PG_ADMIN = os.environ.get("BENCH_PG_ADMIN", "postgres://postgres@127.0.0.1:5432/postgres")
-PG_PREFIX = "ki_perf"
+PG_PREFIX = os.environ.get("BENCH_PG_PREFIX", "ki_perf")  # every database it makes starts so
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/7")
 SERVER_PIDS: dict[str, int] = {}  # base URL -> gunicorn master pid, while it runs
 

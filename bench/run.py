@@ -368,6 +368,48 @@ def bench_export(sizes: list[str], args, built: dict) -> None:
     )
 
 
+# --- 6: rerun pipeline overhead -----------------------------------------------------------------
+
+
+def bench_reruns(args) -> None:
+    """Real Celery workers on Redis and PostgreSQL, the CPU harness (see bench/reruns.py)."""
+    db = f"{common.PG_PREFIX}_reruns"
+    common.pg_recreate(db)
+    url = common.pg_url(db)
+    try:
+        common.manage(url, "migrate", "-v0")
+        n = args.rerun_jobs or (6 if args.quick else 12)
+        print(f"[reruns] {n} GEGLU workloads on the CPU worker: one at a time, batched, batched cold ...")
+        result = common.task(url, "reruns", n, CELERY_TASK_ALWAYS_EAGER="0", LOG_LEVEL="INFO")
+    finally:
+        if not args.keep:
+            common.pg_drop(db)
+    rows = []
+    for s in result["scenarios"]:
+        how = "one at a time" if not s["batch"] else "batch of " + str(s["jobs"])
+        rows.append(
+            {
+                "jobs": f"{how}, harness {'warm' if s['warm'] else 'cold (KERNELINDEX_HARNESS_WARM=0)'}",
+                "request → last recorded s": s["request_to_last_recorded_s"],
+                "harness s (sum)": s["harness_total_s"],
+                "overhead / job s": s["overhead_per_job_s"],
+                "median job overhead s": s["median_overhead_s"],
+                "request → claim s (median)": s["median_queue_s"],
+                "max job overhead s": s["max_overhead_s"],
+                "harness s / job (median)": s["median_harness_s"],
+                "child start s / job (median)": s["median_child_start_s"],
+                "worker s / workload (claim → recorded, median)": s["worker_s_per_workload"],
+            }
+        )
+    common.report(
+        "reruns",
+        "6. Rerun pipeline overhead (CPU worker, Redis, PostgreSQL)",
+        list(rows[0]),
+        rows,
+        scenarios=result["scenarios"],
+    )
+
+
 # --- main ---------------------------------------------------------------------------------------
 
 
@@ -383,6 +425,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float)
     parser.add_argument("--connections", type=int, default=4)
     parser.add_argument("--import-rows", type=int)
+    parser.add_argument("--rerun-jobs", type=int, help="workloads per rerun batch (6 quick, 12 otherwise)")
     args = parser.parse_args()
     sizes = (args.sizes or ("bundled,20k" if args.quick else "bundled,100k,1M")).split(",")
     args.rounds = args.rounds or (1 if args.quick else 3)
@@ -401,9 +444,9 @@ def main() -> None:
         if "export" in only:
             bench_export(sizes, args, built)
         if "reruns" in only:
-            print("6. Rerun pipeline overhead: see docs/performance.md (not measured by this suite yet).")
+            bench_reruns(args)
     finally:
-        if not args.keep:
+        if not args.keep and set(only) & {"pages", "queries", "import", "export"}:
             for label in sizes:
                 common.pg_drop(database(label))
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -136,6 +136,12 @@ def cmd_write_csv(path: str, n: str) -> dict:
     return {"seconds": time.perf_counter() - started, "bytes": Path(path).stat().st_size}
 
 
+def cmd_reruns(n: str) -> dict:
+    from bench import reruns
+
+    return reruns.measure(int(n))
+
+
 COMMANDS = {
     "load-bundled": cmd_load_bundled,
     "grow": cmd_grow,
@@ -144,6 +150,7 @@ COMMANDS = {
     "queries": cmd_queries,
     "import": cmd_import,
     "write-csv": cmd_write_csv,
+    "reruns": cmd_reruns,
 }
 
 if __name__ == "__main__":

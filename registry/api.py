@@ -117,11 +117,9 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
     )
 
     def get_queryset(self):
-        queryset = super().get_queryset()
-        return queryset.defer(*self.LIST_DEFERRED) if self.action == "list" else queryset
-
-    def get_queryset(self):
         runs = super().get_queryset()
+        if self.action == "list":
+            runs = runs.defer(*self.LIST_DEFERRED)
         if self.action == "retrieve":
             # Ranks are recomputed in bulk at each import without touching updated_at, so the
             # source's latest import also bounds when this run's representation last changed.
