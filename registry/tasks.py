@@ -89,7 +89,7 @@ def job_execute(self, job_id: int, signed: dict | None = None, signature: str = 
         )
         return "refused"
     with _heartbeat(job_id, claim.lease):
-        result = _harness_run(signed["spec"])
+        result = _harness_run(job_id, claim)  # claim.spec: equal to the signed spec, checked above
         # Still beating while the result is handed on: a broker that is restarting must not
         # make this attempt look lost. A result that still cannot be sent raises; the heartbeat
         # then stops and jobs_reconcile gives the job to a next attempt.
@@ -102,11 +102,11 @@ def job_execute(self, job_id: int, signed: dict | None = None, signature: str = 
     return result.get("status", "")
 
 
-def _harness_run(spec: dict) -> dict:
+def _harness_run(job_id: int, claim) -> dict:
     from registry.harness import run_job_spec
 
     try:
-        return run_job_spec(spec, timeout_s=settings.JOB_HARNESS_TIMEOUT)
+        return run_job_spec(claim.spec, timeout_s=settings.JOB_HARNESS_TIMEOUT)
     except Exception as exc:  # a harness bug becomes a failed job, never a crashed worker
         return {
             "status": "failed",
