@@ -13,6 +13,7 @@ from decimal import Decimal
 from numbers import Real
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, Group
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -467,9 +468,11 @@ def _notification_for(entry: AuditEntry) -> tuple[list[str], str, str] | None:
 
 
 def _to_moderators(entry, target, subject):
+    # Filtering through the group name: a site whose moderators group was removed notifies
+    # nobody rather than failing the task (and retrying it) forever.
     moderators = (
-        Group.objects.get(name=MODERATORS_GROUP)
-        .user_set.filter(is_active=True)
+        get_user_model()
+        .objects.filter(groups__name=MODERATORS_GROUP, is_active=True)
         .exclude(email="")
         .exclude(pk=entry.actor_id)
     )

@@ -5,6 +5,7 @@ kombu's filesystem transport as the Celery broker), so `make run` works on a fre
 `DATABASE_URL` and `CELERY_BROKER_URL` for PostgreSQL and Redis.
 """
 
+import hashlib
 from pathlib import Path
 
 import environ
@@ -109,6 +110,15 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;"}
     )
     DATABASES["default"]["CONN_MAX_AGE"] = 0
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and _env(
+    env.bool, "DATABASE_PREPARED_STATEMENTS", default=True
+):
+    # Planning a page's joins costs PostgreSQL more than running them (20-50 ms against 1-5 ms
+    # for the run page at 100k runs, docs/performance.md): with server-side binding psycopg
+    # prepares a query after 5 runs on a connection. Set 0 behind a transaction-mode pooler.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"server_side_binding": True, "prepare_threshold": 5}
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHE_URL = _env(env.str, "CACHE_URL", default="")
@@ -259,10 +269,22 @@ CELERY_TASK_SOFT_TIME_LIMIT = 3300
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_IGNORE_RESULT = True
 
+# One JSON object a line in production (LOG_FORMAT=json, the default when DEBUG is off), with the
+# request id, Celery task id and job id on every line; readable text in development.
+LOG_FORMAT = _env(env.str, "LOG_FORMAT", default="text" if DEBUG else "json")
+if LOG_FORMAT not in ("json", "text"):
+    raise ImproperlyConfigured("Environment variable LOG_FORMAT is invalid: use json or text")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"context": {"()": "kernelindex.logging.ContextFilter"}},
+    "formatters": {
+        "json": {"()": "kernelindex.logging.JsonFormatter"},
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s%(task_id)s] %(message)s"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "filters": ["context"], "formatter": LOG_FORMAT}
+    },
     "root": {"handlers": ["console"], "level": _env(env.str, "LOG_LEVEL", default="INFO")},
 }
 
@@ -311,17 +333,70 @@ if not CELERY_BROKER_URL.startswith("filesystem://"):
     CELERY_BROKER_TRANSPORT_OPTIONS.update(
         {
             "unacked_restore_interval": _env(env.int, "CELERY_UNACKED_RESTORE_INTERVAL", default=10),
-            "unacked_restore_throttle": _env(env.int, "CELERY_UNACKED_RESTORE_THROTTLE", default=10),
+            # Scan on every interval (kombu's default, 10, scans every 10th: ~100 s); the scan
+            # is one ZRANGE under a mutex. The reconciler below is the quicker path back.
+            "unacked_restore_throttle": _env(env.int, "CELERY_UNACKED_RESTORE_THROTTLE", default=1),
         }
     )
-    if CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] <= JOB_HARNESS_TIMEOUT:
+    # Only the fault test that runs a job longer than the visibility timeout on purpose sets this.
+    _visibility_unchecked = _env(env.bool, "CELERY_VISIBILITY_TIMEOUT_UNCHECKED", default=False)
+    if (
+        CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"] <= JOB_HARNESS_TIMEOUT
+        and not _visibility_unchecked
+    ):
         raise ImproperlyConfigured(
             "CELERY_VISIBILITY_TIMEOUT must be longer than JOB_HARNESS_TIMEOUT (the longest job)."
         )
+# The reconciler's deadline: a job whose worker was lost is back in its queue within
+# JOB_STALE_AFTER + JOB_RECONCILE_INTERVAL seconds (3 minutes by default).
+JOB_RECONCILE_INTERVAL = _env(env.float, "JOB_RECONCILE_INTERVAL", default=60.0)
 CELERY_BEAT_SCHEDULE = {
-    "jobs-reconcile": {"task": "registry.jobs_reconcile", "schedule": 60.0, "options": {"queue": "default"}},
+    "jobs-reconcile": {
+        "task": "registry.jobs_reconcile",
+        "schedule": JOB_RECONCILE_INTERVAL,
+        "options": {"queue": "default"},
+    },
 }
+# Job messages carry an HMAC-SHA256 of the job spec; GPU workers run nothing else. Set a key of
+# its own in production (at least 32 characters); the default is derived from SECRET_KEY.
+JOB_SIGNING_KEY = _env(env.str, "JOB_SIGNING_KEY", default="")
+if JOB_SIGNING_KEY and len(JOB_SIGNING_KEY) < 32:
+    raise ImproperlyConfigured("Environment variable JOB_SIGNING_KEY is invalid: use at least 32 characters.")
+JOB_SIGNING_KEY = JOB_SIGNING_KEY or hashlib.sha256(f"job-signing:{SECRET_KEY}".encode()).hexdigest()
+# A worker that loses Redis keeps trying to reconnect (forever, not 100 times), and says so.
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Take the write lock at BEGIN: two concurrent requests then serialise cleanly (the second
     # sees the first's job) instead of failing with "database is locked" on a stale snapshot.
     DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
+
+
+# Operations (docs/deploy.md): upstream sync, health, metrics.
+PYPI_URL = _env(env.str, "PYPI_URL", default="https://pypi.org")
+PYPI_TIMEOUT = _env(env.int, "PYPI_TIMEOUT", default=60)
+LIGER_SYNC_DAILY = _env(env.bool, "LIGER_SYNC_DAILY", default=False)
+LIGER_SYNC_HOUR = _env(env.int, "LIGER_SYNC_HOUR", default=4)
+if LIGER_SYNC_DAILY:
+    from celery.schedules import crontab
+
+    CELERY_BEAT_SCHEDULE["liger-sync-daily"] = {
+        "task": "registry.sync_liger",
+        "schedule": crontab(hour=LIGER_SYNC_HOUR, minute=17),
+        "options": {"queue": "default", "expires": 6 * 3600},
+    }
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+OPERATIONS_INSPECT_TIMEOUT = _env(env.float, "OPERATIONS_INSPECT_TIMEOUT", default=1.0)
+# /metrics answers a bearer token (METRICS_TOKEN); without one, only direct loopback requests.
+METRICS_TOKEN = _env(env.str, "METRICS_TOKEN", default="")
+PROMETHEUS_EXPORT_MIGRATIONS = False
+INSTALLED_APPS.append("django_prometheus")
+MIDDLEWARE = [
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    "kernelindex.logging.RequestIdMiddleware",
+    *MIDDLEWARE,
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
+]
+# Load balancers probe over plain HTTP by address.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]

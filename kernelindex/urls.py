@@ -2,12 +2,18 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from kernelindex import health, metrics
 from kernelindex.admin_login import RateLimitedAdminLoginForm
+from registry.admin import operations_view
 
 # The admin's login counts against allauth's failed-login limits, like the site's login.
 admin.site.login_form = RateLimitedAdminLoginForm
 
 urlpatterns = [
+    path("healthz", health.healthz, name="healthz"),
+    path("readyz", health.readyz, name="readyz"),
+    path("metrics", metrics.metrics, name="metrics"),
+    path("admin/operations/", admin.site.admin_view(operations_view), name="admin-operations"),
     path("admin/", admin.site.urls),
     path("accounts/", include("allauth.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -1,4 +1,11 @@
+from datetime import timedelta
+
+from django.apps import apps
+from django.conf import settings
 from django.contrib import admin
+from django.db.models import Q
+from django.template.response import TemplateResponse
+from django.utils import timezone
 
 from registry.job_admin import request_rerun
 from registry.models import (
@@ -9,8 +16,10 @@ from registry.models import (
     Protocol,
     Source,
     SourceImport,
+    SourceSync,
     Workload,
 )
+from registry.services.sync import syncs_stuck
 
 
 @admin.register(Source)
@@ -119,3 +128,82 @@ class BenchmarkRunAdmin(admin.ModelAdmin):
         "external_id",
         "upstream_key",
     ]
+
+
+# Operations: upstream syncs, and what needs a moderator's or an operator's eye (docs/deploy.md).
+
+
+@admin.register(SourceSync)
+class SourceSyncAdmin(admin.ModelAdmin):
+    list_display = ["started_at", "source_slug", "release", "status", "finished_at", "notified_at"]
+    list_filter = ["status", "source_slug"]
+    search_fields = ["release", "archive_digest", "error"]
+    readonly_fields = [f.name for f in SourceSync._meta.fields]
+
+    def has_add_permission(self, request):
+        return False  # `manage.py sync_liger` or the beat task make these
+
+
+def operations_view(request):
+    """/admin/operations/: the last sync, jobs stuck or failed in the last day, and GPU queues
+    that have work but no live worker."""
+    context = {**admin.site.each_context(request), "title": "Operations", **operations_summary()}
+    return TemplateResponse(request, "admin/operations.html", context)
+
+
+def operations_summary(*, now=None) -> dict:
+    now = now or timezone.now()
+    summary = {
+        "last_sync": SourceSync.objects.first(),
+        "last_imports": SourceImport.objects.select_related("source")[:10],
+        "stuck_syncs": syncs_stuck(),
+        "jobs_available": _rerun_job_model() is not None,
+    }
+    if summary["jobs_available"]:
+        summary.update(_jobs_needing_attention(now))
+    return summary
+
+
+def _rerun_job_model():
+    try:
+        return apps.get_model("registry", "RerunJob")
+    except LookupError:
+        return None
+
+
+def _jobs_needing_attention(now) -> dict:
+    RerunJob = _rerun_job_model()
+    day_ago = now - timedelta(days=1)
+    stale = now - timedelta(seconds=getattr(settings, "JOB_STALE_AFTER", 120))
+    waiting_too_long = now - timedelta(seconds=getattr(settings, "JOB_RESEND_AFTER", 3600))
+    jobs = RerunJob.objects.select_related("kernel").order_by("-created_at")
+    active_queues = sorted(
+        {
+            f"gpu.{slug}"
+            for slug in jobs.filter(state__in=["queued", "running"]).values_list("gpu_slug", flat=True)
+        }
+    )
+    live, inspect_error = live_worker_queues()
+    return {
+        "failed_jobs": jobs.filter(state__in=["failed", "diverged"], finished_at__gte=day_ago)[:50],
+        "stuck_jobs": jobs.filter(
+            Q(state="running", heartbeat_at__lt=stale)
+            | Q(state="running", heartbeat_at__isnull=True, started_at__lt=stale)
+            | Q(state="queued", created_at__lt=waiting_too_long)
+        )[:50],
+        "queues_without_worker": [q for q in active_queues if q not in live],
+        "live_queues": sorted(live),
+        "inspect_error": inspect_error,
+    }
+
+
+def live_worker_queues() -> tuple[set[str], str]:
+    """The queues some live Celery worker consumes, by asking the workers over the broker.
+    Returns (queues, "") or (set(), why the workers could not be asked)."""
+    from kernelindex.celery import app
+
+    try:
+        answers = app.control.inspect(timeout=settings.OPERATIONS_INSPECT_TIMEOUT).active_queues() or {}
+    except Exception as exc:  # a broker that is down, or one without broadcast (filesystem)
+        return set(), f"{type(exc).__name__}: {exc}"
+    return {queue["name"] for queues in answers.values() for queue in queues}, ""

@@ -113,9 +113,24 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
     filterset_class = RunFilter
     pagination_class = RegistryPagination
     lookup_value_regex = r"[0-9]{1,18}"
+    # The list shows no manifest and no spec document, yet they are most of each row's bytes
+    # (about 11 kB of JSON per run with its joined specs): left in the database (bench/, docs/performance.md).
+    LIST_DEFERRED = (
+        "manifest",
+        "implementation__spec",
+        "workload__spec",
+        "workload__tensors",
+        "protocol__spec",
+        "protocol__notes",
+        "environment__spec",
+        "environment__software",
+        "source__description",
+    )
 
     def get_queryset(self):
         runs = super().get_queryset()
+        if self.action == "list":
+            runs = runs.defer(*self.LIST_DEFERRED)
         if self.action == "retrieve":
             # Ranks are recomputed in bulk at each import without touching updated_at, so the
             # source's latest import also bounds when this run's representation last changed.

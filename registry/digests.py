@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import re
 from functools import lru_cache
 
 import rfc8785
@@ -9,43 +10,60 @@ import rfc8785
 API_VERSION = "kernelindex.dev/v1alpha1"
 
 
+# Where the C JSON encoder's output can differ from RFC 8785: a float Python writes with ".0" or
+# an exponent, an integer beyond 2**53 (16 digits or more), a character whose UTF-16 order differs
+# from its code-point order (or a lone surrogate). The tests run on the text, inside strings too,
+# so they err towards the exact path, never away from it; each is cheap first (a few microseconds
+# on a 3 kB manifest, against 0.4 ms for one combined expression).
+_INTEGRAL_FLOAT = re.compile(r"\.0(?:[,\]}]|$)")
+_EXPONENT = re.compile(r"e[-+]")
+_LONG_INTEGER = re.compile(r"[:,\[]-?\d{16}")
+_LONG_INTEGER_ALONE = re.compile(r"-?\d{16}")
+_WIDE = re.compile(r"[\ud800-\U0010ffff]")
+
+
+def _c_encoder_is_canonical(text: str) -> bool:
+    if not text.isascii() and _WIDE.search(text):
+        return False
+    if _INTEGRAL_FLOAT.search(text):
+        return False
+    for match in _EXPONENT.finditer(text):
+        if match.start() and text[match.start() - 1].isdigit():
+            return False
+    return _LONG_INTEGER.search(text) is None and _LONG_INTEGER_ALONE.match(text) is None
+
+
 def canonical_bytes(document) -> bytes:
     """RFC 8785 bytes of `document`.
 
-    Run manifests repeat large subtrees (protocol, environment, workload) thousands of times in
-    one import, and the pure-Python serialiser is the import's bottleneck. So the top levels are
-    assembled here by the RFC's structural rules (no whitespace, keys in UTF-16 code-unit order)
-    and each subtree below them is serialised by `rfc8785` once per distinct value."""
-    return _compose(document, _COMPOSED_LEVELS)
-
-
-_COMPOSED_LEVELS = 4
-
-
-def _compose(value, levels: int) -> bytes:
-    if levels and isinstance(value, dict):
-        members = sorted(value.items(), key=lambda item: item[0].encode("utf-16-be"))
-        return b"{" + b",".join(_scalar_bytes(k) + b":" + _compose(v, levels - 1) for k, v in members) + b"}"
-    if levels and isinstance(value, list):
-        return b"[" + b",".join(_compose(v, levels - 1) for v in value) + b"]"
-    if isinstance(value, dict | list):
-        try:
-            text = json.dumps(value, sort_keys=True, allow_nan=False)
-        except (TypeError, ValueError):
-            return rfc8785.dumps(value)  # let the reference serialiser raise its precise error
-        return _subtree_bytes(text)
-    return _scalar_bytes(value)
+    For JSON whose floats print alike in Python and ECMAScript (no exponent, not integral) and
+    whose keys sort alike by UTF-16 code unit and by code point, RFC 8785 is exactly the C
+    encoder's compact, key-sorted, unescaped output (`rfc8785` itself prints floats with `str()`
+    and escapes strings as `json` does). Where the text shows anything else, the document is
+    assembled by the RFC's structural rules from its members, each taking the same test, down to
+    the scalars, which `rfc8785` prints. A run's import computes three digests; this keeps them
+    in C for nearly every row (docs/performance.md has the figures)."""
+    try:
+        text = json.dumps(
+            document, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
+        )
+    except (TypeError, ValueError):
+        return rfc8785.dumps(document)  # the reference serialiser raises its precise error
+    if _c_encoder_is_canonical(text):
+        return text.encode("utf-8")
+    if isinstance(document, dict):
+        if not all(isinstance(key, str) for key in document):
+            return rfc8785.dumps(document)  # which refuses it, as RFC 8785 does
+        members = sorted(document.items(), key=lambda item: item[0].encode("utf-16-be"))
+        return b"{" + b",".join(_scalar_bytes(k) + b":" + canonical_bytes(v) for k, v in members) + b"}"
+    if isinstance(document, list | tuple):
+        return b"[" + b",".join(canonical_bytes(v) for v in document) + b"]"
+    return _scalar_bytes(document)
 
 
 @lru_cache(maxsize=65536, typed=True)  # typed: True, 1 and 1.0 are different JSON
 def _scalar_bytes(value) -> bytes:
     return rfc8785.dumps(value)
-
-
-@lru_cache(maxsize=8192)
-def _subtree_bytes(text: str) -> bytes:
-    # Equal JSON text means an equal JSON value, so equal canonical bytes.
-    return rfc8785.dumps(json.loads(text))
 
 
 def digest(document) -> str:

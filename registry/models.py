@@ -28,6 +28,7 @@ class TimedPass(models.TextChoices):
     FORWARD = "forward", "Forward"
     BACKWARD = "backward", "Backward"
     FULL = "full", "Full (forward + backward)"
+    NO_GRAD_FORWARD = "no-grad-forward", "Forward without autograd (torch.no_grad)"
 
 
 class Metric(models.TextChoices):
@@ -174,7 +175,7 @@ class BenchmarkRun(models.Model):
     workload = models.ForeignKey(Workload, on_delete=models.PROTECT, related_name="runs")
     protocol = models.ForeignKey(Protocol, on_delete=models.PROTECT, related_name="runs")
     environment = models.ForeignKey(Environment, on_delete=models.PROTECT, related_name="runs")
-    operation_mode = models.CharField(max_length=10, choices=TimedPass.choices)
+    operation_mode = models.CharField(max_length=20, choices=TimedPass.choices)
     metric = models.CharField(max_length=10, choices=Metric.choices)
     unit = models.CharField(max_length=10)
     median = models.FloatField()
@@ -284,7 +285,7 @@ class RerunJob(models.Model):
     kernel = models.ForeignKey(Kernel, on_delete=models.PROTECT, related_name="jobs")
     workload = models.ForeignKey(Workload, on_delete=models.PROTECT, related_name="jobs")
     provider = models.CharField(max_length=100)
-    operation_mode = models.CharField(max_length=10, choices=TimedPass.choices)
+    operation_mode = models.CharField(max_length=20, choices=TimedPass.choices)
     metric = models.CharField(max_length=10, choices=Metric.choices)
     gpu_slug = models.SlugField(max_length=100, help_text="The GPU model that must run it.")
     # Who asked and why.
@@ -374,3 +375,33 @@ class RerunJob(models.Model):
     @property
     def tolerance_pct(self) -> float | None:
         return None if self.tolerance is None else 100 * self.tolerance
+
+
+class SourceSync(models.Model):
+    """One attempt to bring a source up to date with an upstream release (`manage.py sync_liger`,
+    or the daily beat task). Written outside the import's transaction, so a failed attempt is
+    remembered even though it left the registry untouched."""
+
+    class Status(models.TextChoices):
+        RUNNING = "running", "Running"
+        IMPORTED = "imported", "Imported"
+        UP_TO_DATE = "up-to-date", "Already up to date"
+        FAILED = "failed", "Failed"
+
+    source_slug = models.SlugField(default="liger-kernel")
+    requested_version = models.CharField(max_length=100, blank=True, help_text="Blank: the newest.")
+    release = models.CharField(max_length=100, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
+    archive_url = models.URLField(max_length=500, blank=True)
+    archive_digest = models.CharField(max_length=80, blank=True)
+    files = models.JSONField(default=list, blank=True, help_text="[{filename, file_digest, summary}]")
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    notified_at = models.DateTimeField(null=True, blank=True, help_text="When moderators were told.")
+
+    class Meta:
+        ordering = ["-started_at", "-pk"]
+
+    def __str__(self):
+        return f"{self.source_slug} {self.release or self.requested_version or 'newest'}: {self.status}"

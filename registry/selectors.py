@@ -8,8 +8,9 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from django.db.models import Count, Max, Min, Q
+from django.db.models import Count, Exists, Max, Min, OuterRef, Q, Value
 
+from registry.charts import MAX_PANELS, METRIC_ORDER, PASS_ORDER
 from registry.models import (
     EVIDENCE_EXPLANATIONS,
     BenchmarkRun,
@@ -331,24 +332,38 @@ def _tensors(tensors: list[dict]) -> str:
 
 
 def kernel_filter_choices(kernel: Kernel) -> dict:
-    """The values the kernel page's selects offer: only those the kernel's runs have."""
-    combos = list(
-        BenchmarkRun.objects.filter(kernel=kernel)
-        .values_list(
-            "environment__slug", "environment__product", "implementation__provider", "workload__dtype"
+    """The values the kernel page's selects offer: only those the kernel's runs have. Read from
+    the small tables (implementations, GPU environments, workloads), never by a DISTINCT over the
+    kernel's runs: a GPU is offered when an index probe finds one run of the kernel on it."""
+    on_kernel = BenchmarkRun.objects.filter(kernel=kernel, environment=OuterRef("pk"))
+    labelled = (
+        Implementation.objects.filter(kernel=kernel)
+        .order_by()
+        .values_list(Value("implementation"), "provider", Value(""))
+        .union(
+            Environment.objects.filter(Exists(on_kernel))
+            .order_by()
+            .values_list(Value("gpu"), "slug", "product")
         )
-        .distinct()
     )
+    gpus, providers = set(), set()
+    for kind, name, product in labelled:
+        if kind == "gpu":
+            gpus.add((name, product))
+        else:
+            providers.add(name)
+    dtypes: set[str] = set()
     parameters: dict[str, set] = {}
-    for values in Workload.objects.filter(kernel=kernel).values_list("parameters", flat=True):
+    for dtype, values in Workload.objects.filter(kernel=kernel).values_list("dtype", "parameters"):
+        dtypes.add(dtype)
         for name, value in values.items():
             if isinstance(value, bool) or isinstance(value, dict | list):
                 continue
             parameters.setdefault(name, set()).add(value)
     return {
-        "gpus": sorted({(slug, product) for slug, product, _, _ in combos}, key=lambda g: g[1]),
-        "implementations": sorted({c[2] for c in combos}),
-        "dtypes": sorted({c[3] for c in combos if c[3]}),
+        "gpus": sorted(gpus, key=lambda g: g[1]),
+        "implementations": sorted(providers),
+        "dtypes": sorted(d for d in dtypes if d),
         "parameters": [
             {
                 "name": name,
@@ -385,9 +400,42 @@ CHART_FIELDS = (
 )
 
 
+PANEL_FIELDS = ("metric", "environment__slug", "environment__product", "operation_mode", "workload__x_name")
+
+
 def chart_points(queryset) -> list[dict]:
     """The filtered runs, as plain values for the charts: one query, no pagination."""
     return list(queryset.order_by().values(*CHART_FIELDS))
+
+
+def chart_points_drawn(queryset, *, limit: int = MAX_PANELS) -> tuple[list[dict], int]:
+    """The filtered runs of the first `limit` chart panels (in `charts.panels_build`'s order), and
+    perhaps of a few more on the same GPUs, as plain values; and how many panels were left out.
+    Two queries: the panels, grouped by the database, then the points of the drawn panels' GPUs,
+    so a kernel measured on many GPUs does not load every run it has into Python for 24 charts."""
+    queryset = queryset.order_by()
+    panels = {
+        (p["metric"], p["environment__slug"], p["operation_mode"], p["workload__x_name"]): p
+        for p in queryset.values(*PANEL_FIELDS).distinct()
+    }
+    drawn = sorted(
+        panels.values(),
+        key=lambda p: (
+            METRIC_ORDER.get(p["metric"], 9),
+            p["environment__product"],
+            PASS_ORDER.get(p["operation_mode"], 9),
+            p["workload__x_name"],
+        ),
+    )[:limit]
+    if len(drawn) < len(panels):
+        # The drawn panels' GPUs and metrics: a superset of their points that PostgreSQL reads
+        # faster than an OR of 24 panel keys; panels_build(limit) keeps exactly the drawn ones,
+        # since every panel that sorts before a drawn one is itself drawn.
+        queryset = queryset.filter(
+            environment__slug__in={p["environment__slug"] for p in drawn},
+            metric__in={p["metric"] for p in drawn},
+        )
+    return list(queryset.values(*CHART_FIELDS)), len(panels) - len(drawn)
 
 
 # --- comparison groups (API) -----------------------------------------------------------------

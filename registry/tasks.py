@@ -28,6 +28,9 @@ def liger_import_task(path: str, release: str = "") -> dict:
 logger = logging.getLogger(__name__)
 TRANSIENT_ERRORS = (OperationalError, InterfaceError)
 WRONG_GPU_DELAY_S = 30
+# A measured result is worth waiting for: keep trying to hand it on through a broker restart
+# (about 5 minutes), while the heartbeat keeps the attempt alive.
+RESULT_PUBLISH_RETRY = {"max_retries": 60, "interval_start": 0, "interval_step": 1, "interval_max": 5}
 
 
 @cache
@@ -51,41 +54,65 @@ def worker_gpu_slug() -> str:
     soft_time_limit=settings.JOB_HARNESS_TIMEOUT + 120,
     time_limit=settings.JOB_HARNESS_TIMEOUT + 180,
 )
-def job_execute(self, job_id: int) -> str:
-    """Run one job on this worker's GPU, if it is this GPU model's and nobody else holds it."""
+def job_execute(self, job_id: int, signed: dict | None = None, signature: str = "") -> str:
+    """Run one job on this worker's GPU, if KernelIndex signed it, it is this GPU model's and
+    nobody else holds it."""
+    refusal = services.job_message_check(job_id=job_id, signed=signed, signature=signature)
+    if refusal:
+        # Never run, never claimed: the job stays queued and jobs_reconcile sends a signed one.
+        logger.error("Job %s refused: %s", job_id, refusal)
+        return "refused"
     gpu = worker_gpu_slug()
+    if signed["gpu"] != gpu:
+        # Never run it here; pass the signed message on to its own model's queue (after a pause,
+        # so a worker started on the wrong queue cannot spin on it) and leave it queued.
+        queue = f"gpu.{signed['gpu']}"
+        logger.error("Job %s is for %s, this worker has %s: sent back to its queue", job_id, queue, gpu)
+        message = {"signed": signed, "signature": signature}
+        services.job_send(job_id=job_id, queue=queue, countdown=WRONG_GPU_DELAY_S, message=message)
+        return "wrong_gpu"
     claim = services.job_claim(job_id=job_id, gpu_slug=gpu, worker_host=socket.gethostname())
-    if claim.outcome == "wrong_gpu":
-        # Never run it here; send it on to its own model's queue (after a pause, so a worker
-        # started on the wrong queue cannot spin on it) and leave it queued.
-        logger.error("Job %s is for %s, this worker has %s: sent back to its queue", job_id, claim.queue, gpu)
-        services.job_send(job_id=job_id, queue=claim.queue, countdown=WRONG_GPU_DELAY_S)
-        return claim.outcome
     if claim.outcome == "busy":
         # Another attempt holds it and is alive; look again once it could have gone stale.
+        logger.info("Job %s is held by a live attempt; looking again later", job_id)
         try:
             raise self.retry(countdown=settings.JOB_STALE_AFTER, max_retries=8)
         except MaxRetriesExceededError:
             return claim.outcome  # jobs_reconcile looks after it from here
     if claim.outcome != "claimed":
         return claim.outcome  # finished, cancelled or gone: a duplicate delivery does nothing
-    result = _harness_run(job_id, claim)
-    job_record.apply_async(args=[job_id, claim.lease, result], queue=settings.CELERY_TASK_DEFAULT_QUEUE)
+    logger.info("Job %s claimed: attempt lease %s", job_id, claim.lease)
+    if claim.spec != signed["spec"]:
+        # The row no longer says what was signed: run neither.
+        services.job_fail(
+            job_id=job_id, lease=claim.lease, error="The job's spec differs from the signed one."
+        )
+        return "refused"
+    with _heartbeat(job_id, claim.lease):
+        result = _harness_run(job_id, claim)  # claim.spec: equal to the signed spec, checked above
+        # Still beating while the result is handed on: a broker that is restarting must not
+        # make this attempt look lost. A result that still cannot be sent raises; the heartbeat
+        # then stops and jobs_reconcile gives the job to a next attempt.
+        job_record.apply_async(
+            args=[job_id, claim.lease, result],
+            queue=settings.CELERY_TASK_DEFAULT_QUEUE,
+            retry=True,
+            retry_policy=RESULT_PUBLISH_RETRY,
+        )
     return result.get("status", "")
 
 
 def _harness_run(job_id: int, claim) -> dict:
     from registry.harness import run_job_spec
 
-    with _heartbeat(job_id, claim.lease):
-        try:
-            return run_job_spec(claim.spec, timeout_s=settings.JOB_HARNESS_TIMEOUT)
-        except Exception as exc:  # a harness bug becomes a failed job, never a crashed worker
-            return {
-                "status": "failed",
-                "error": f"{type(exc).__name__}: {exc}",
-                "log": traceback.format_exc(),
-            }
+    try:
+        return run_job_spec(claim.spec, timeout_s=settings.JOB_HARNESS_TIMEOUT)
+    except Exception as exc:  # a harness bug becomes a failed job, never a crashed worker
+        return {
+            "status": "failed",
+            "error": f"{type(exc).__name__}: {exc}",
+            "log": traceback.format_exc(),
+        }
 
 
 @contextmanager
@@ -99,6 +126,7 @@ def _heartbeat(job_id: int, lease: str):
                     services.job_heartbeat(job_id=job_id, lease=lease)
                 except TRANSIENT_ERRORS:
                     logger.warning("Heartbeat of job %s failed; trying again", job_id, exc_info=True)
+                    connection.close()  # a broken connection is not reopened by itself
         finally:
             connection.close()
 
@@ -128,3 +156,28 @@ def job_record(job_id: int, lease: str, result: dict) -> str:
 @shared_task(name="registry.jobs_reconcile", acks_late=True, autoretry_for=TRANSIENT_ERRORS, max_retries=3)
 def jobs_reconcile_task() -> dict:
     return services.jobs_reconcile()
+
+
+@shared_task(name="registry.sync_liger", acks_late=True, time_limit=1800, soft_time_limit=1700)
+def sync_liger_task(version: str = "") -> dict:
+    """The daily beat job (and `manage.py sync_liger --queue`). Safe to run twice: a release
+    already imported from the same archive is skipped."""
+    from registry.services.sync import liger_sync
+
+    sync = liger_sync(version=version)
+    return {"sync": sync.pk, "status": sync.status, "release": sync.release}
+
+
+@shared_task(
+    name="registry.sync_failure_notify",
+    acks_late=True,
+    time_limit=120,
+    soft_time_limit=100,
+    autoretry_for=(OSError,),  # smtplib errors are OSErrors
+    retry_backoff=True,
+    max_retries=6,
+)
+def sync_failure_notify_task(sync_pk: int) -> int:
+    from registry.services.sync import sync_failure_notify
+
+    return sync_failure_notify(sync_pk=sync_pk)

@@ -85,7 +85,7 @@ def run():
             "kernelindex",
             "worker",
             "-Q",
-            "default,gpu.cpu",
+            "default",
             "-c",
             "1",
             "-l",

@@ -53,7 +53,10 @@ class Recorder:
             self.samples["max_ms"],
         )
         samples, began = [], time.monotonic()
-        while len(samples) < self.samples["min_count"] and time.monotonic() - began < rep / 1000:
+        while (
+            len(samples) < self.samples["min_count"]
+            and time.monotonic() - began < self.samples["max_ms"] / 1000
+        ):
             samples += self.do_bench(
                 fn,
                 warmup=bound.get("warmup", 25),
@@ -227,7 +230,13 @@ def _failure(exc: BaseException) -> dict:
     traceback.print_exc()
     name = type(exc).__name__
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    if isinstance(exc, MemoryError) or "OutOfMemoryError" in name or "out of memory" in message.lower():
+    lowered = message.lower()
+    if (
+        isinstance(exc, MemoryError)
+        or "OutOfMemoryError" in name
+        or "out of memory" in lowered
+        or "can't allocate memory" in lowered
+    ):
         kind = "out of memory"
     elif "CUDA" in message or "cuda" in name.lower():
         kind = "CUDA error"

@@ -8,11 +8,12 @@ import math
 import re
 
 from registry.harness.kernels import CPU_PROVIDERS, KERNELS, UNMAPPED, Unmappable
+from registry.importers import catalog
 
 MODES = ("forward", "backward", "full")
 METRICS = ("latency", "memory")
 DEVICES = ("cpu", "cuda")
-DTYPES = ("torch.float32", "torch.float16", "torch.bfloat16", "torch.float64")
+DTYPES = tuple(catalog.DTYPES)  # the torch dtype names the importer knows
 NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 MAX_CONFIG_KEYS = 32
 MAX_NUMBER = 2**40

@@ -36,7 +36,9 @@ COLUMNS = [
     "liger_version",
 ]
 METRICS = {"speed": ("latency", "ms"), "memory": ("memory", "MB")}
-MODES = {"forward", "backward", "full"}
+MODES = {"forward", "backward", "full", "no-grad-forward"}
+MAIN_FILE = "all_benchmark_data.csv"
+VARIANT_FILE = re.compile(r"^all_benchmark_data_(?P<variant>[a-z0-9]+)\.csv$")
 MAX_SAFE_INTEGER = 2**53 - 1
 SOURCE = {
     "slug": "liger-kernel",
@@ -103,7 +105,15 @@ class LigerRow:
     run: dict
 
 
-def parse_file(data: bytes, *, release: str = "") -> list[LigerRow]:
+def variant_of(filename: str) -> str:
+    """The benchmark suite a data file belongs to: "" for all_benchmark_data.csv (and any other
+    name), "cutile" for all_benchmark_data_cutile.csv. Each suite lists its own rows, with its own
+    provider names; a row absent from one suite's file is not gone from another's."""
+    match = VARIANT_FILE.match(filename)
+    return match["variant"] if match else ""
+
+
+def parse_file(data: bytes, *, variant: str = "") -> list[LigerRow]:
     text = _decode(data)
     reader = csv.reader(io.StringIO(text, newline=""))
     header = next(reader, None)
@@ -120,7 +130,7 @@ def parse_file(data: bytes, *, release: str = "") -> list[LigerRow]:
             continue
         if len(cells) != len(header):
             raise LigerFormatError(f"expected {len(header)} fields, found {len(cells)}", line=line)
-        row = _parse_row(line, {name: cells[i] for name, i in index.items()}, release)
+        row = _parse_row(line, {name: cells[i] for name, i in index.items()}, variant)
         external_id = row.run["external_id"]
         if external_id in seen:
             raise LigerFormatError(
@@ -135,12 +145,19 @@ def parse_file(data: bytes, *, release: str = "") -> list[LigerRow]:
 
 def _decode(data: bytes) -> str:
     try:
-        return data.decode("utf-8-sig")
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise LigerFormatError(
             f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})", line=line
         ) from None
+    if "\x00" in text:
+        # No database text column can hold it, and no real CSV has one.
+        offset = text.index("\x00")
+        raise LigerFormatError(
+            f"a NUL character at offset {offset}; this is not a text CSV", line=text.count("\n", 0, offset) + 1
+        )
+    return text
 
 
 def _number(value: str, line: int, column: str) -> float:
@@ -160,13 +177,13 @@ def _required(raw: dict, name: str, line: int) -> str:
     return value
 
 
-def _parse_row(line: int, raw: dict, release: str) -> LigerRow:
+def _parse_row(line: int, raw: dict, variant: str) -> LigerRow:
     kernel = _required(raw, "kernel_name", line)
     provider = _required(raw, "kernel_provider", line)
     mode = _required(raw, "kernel_operation_mode", line)
     if mode not in MODES:
         raise LigerFormatError(
-            f"{mode!r} is not one of forward, backward, full", line=line, column="kernel_operation_mode"
+            f"{mode!r} is not one of {', '.join(sorted(MODES))}", line=line, column="kernel_operation_mode"
         )
     metric_name = _required(raw, "metric_name", line)
     if metric_name not in METRICS:
@@ -200,6 +217,8 @@ def _parse_row(line: int, raw: dict, release: str) -> LigerRow:
     }
     workload_digest = _spec_digest(workload_spec)
     slug = _workload_slug(parameters, dtype)
+    if x_value is None and _numeric_parameters(parameters):
+        slug = _named_sweep_slug(slug, x_raw)
     environment_spec = _environment_spec(gpu_name)
     environment_digest = _spec_digest(environment_spec)
     protocol_spec = PROTOCOLS[metric]
@@ -233,10 +252,13 @@ def _parse_row(line: int, raw: dict, release: str) -> LigerRow:
                 "gpu_name",
             )
         ]
+        + ([variant] if variant else [])
     )
+    # The release a run came from is on its first import, not in its manifest: a later release
+    # lists the same row again, and the same row must keep the same digest.
     labels = {"liger_version": raw["liger_version"].strip()}
-    if release:
-        labels["release"] = release
+    if variant:
+        labels["variant"] = variant
     source_metrics = {f"{unit}_20": y20, f"{unit}_50": y50, f"{unit}_80": y80}
     run = {
         "operation_mode": mode,
@@ -471,6 +493,12 @@ def _workload_slug(parameters: dict, dtype: str) -> str:
     if not parts:  # a sweep over names: the name itself identifies the workload
         parts = [slugify(str(v)) for v in parameters.values() if isinstance(v, str)]
     return "-".join(parts + ([dtype] if dtype else [])) or "default"
+
+
+def _named_sweep_slug(slug: str, x_raw: str) -> str:
+    """A sweep over names (e.g. model_config llama_2_7b) beside numeric parameters: the name
+    goes first, or every point of the sweep would get the same slug."""
+    return f"{slugify(x_raw)}-{slug}"
 
 
 def _workload_summary(parameters: dict, x_name: str, dtype: str) -> str:

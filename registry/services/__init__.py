@@ -17,6 +17,8 @@ from registry.services.reruns import (  # noqa: F401
     job_claim,
     job_fail,
     job_heartbeat,
+    job_message,
+    job_message_check,
     job_send,
     jobs_reconcile,
     measure_request,

@@ -65,7 +65,7 @@ def liger_import(
     except OSError as exc:
         raise ImportRejected(f"{path}: cannot read the file ({exc.strerror})") from None
     try:
-        rows = liger.parse_file(data, release=release)
+        rows = liger.parse_file(data, variant=liger.variant_of(path.name))
         source = _source_get_or_create(liger.SOURCE)
         record = SourceImport.objects.create(
             source=source,
@@ -136,7 +136,7 @@ def _runs_sync(*, source, rows, record, progress) -> ImportSummary:
             withdrawn=False, withdrawn_at=None
         )
     summary.superseded = _runs_supersede(source, new_runs)
-    summary.withdrawn = _runs_withdraw(source, existing, listed)
+    summary.withdrawn = _runs_withdraw(source, _same_variant(source, existing, rows), listed)
     changed_keys = {r.comparison_key for r in new_runs}
     if summary.superseded or summary.withdrawn or restored:
         changed_keys = None  # cheaper to re-rank every group of the source than to track them
@@ -221,6 +221,16 @@ def _runs_withdraw(source, existing, listed) -> int:
             pk__in=gone[start : start + BATCH_SIZE], superseded_by__isnull=True
         ).update(withdrawn=True, withdrawn_at=timezone.now())
     return count
+
+
+def _same_variant(source, existing: dict, rows) -> dict:
+    """The runs a file speaks for: those of its own suite (variant). all_benchmark_data.csv does
+    not withdraw the runs of all_benchmark_data_cutile.csv, nor the other way round."""
+    variant = rows[0].run["labels"].get("variant", "")
+    runs = BenchmarkRun.objects.filter(source=source)
+    runs = runs.filter(labels__variant=variant) if variant else runs.exclude(labels__has_key="variant")
+    ours = set(runs.values_list("external_id", flat=True))
+    return {external_id: known for external_id, known in existing.items() if external_id in ours}
 
 
 def groups_rerank(*, keys: Iterable[str] | None = None, source: Source | None = None) -> None:

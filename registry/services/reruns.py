@@ -6,6 +6,8 @@ job it sets `reproduced` on a rerun that agreed, or creates the `measured` run o
 Requesting, claiming, heartbeats, failures, divergence and reconciliation never touch the level.
 """
 
+import hashlib
+import hmac
 import logging
 import math
 import uuid
@@ -212,11 +214,58 @@ def _send_on_commit(job: RerunJob) -> None:
     transaction.on_commit(partial(job_send, job_id=job.pk, queue=job.queue), robust=True)
 
 
-def job_send(*, job_id: int, queue: str, countdown: float | None = None) -> None:
-    """Send the job's message to its GPU model's queue (no state change; the claim decides)."""
+def job_send(
+    *,
+    job_id: int,
+    queue: str,
+    countdown: float | None = None,
+    message: dict | None = None,
+    connection=None,
+) -> None:
+    """Send the job's signed message to a GPU model's queue (no state change; the claim decides).
+    `message` sends an already signed one on as it is (a worker passing on a job for another
+    GPU holds no reason to sign anything); `connection` picks another broker than the
+    configured one."""
     from kernelindex.celery import app
 
-    app.send_task(EXECUTE_TASK, args=[job_id], queue=queue, countdown=countdown)
+    if message is None:
+        message = job_message(RerunJob.objects.select_related("kernel", "workload").get(pk=job_id))
+    app.send_task(
+        EXECUTE_TASK, args=[job_id], kwargs=message, queue=queue, countdown=countdown, connection=connection
+    )
+
+
+# Signed job messages. A GPU worker is less trusted than the web tier and the broker may be
+# reachable from many sites: the worker runs only a spec that carries KernelIndex's signature,
+# for the job id and GPU model it was issued for (an HMAC-SHA256 under JOB_SIGNING_KEY).
+
+
+def job_message(job: RerunJob) -> dict:
+    """The keyword arguments of the job's message: what to run, and the signature over it."""
+    signed = {"job": job.pk, "gpu": job.gpu_slug, "spec": job_spec(job)}
+    return {"signed": signed, "signature": _signature(signed)}
+
+
+def job_message_check(*, job_id: int, signed, signature) -> str:
+    """Why the message must not run, or "" when KernelIndex issued it for `job_id`."""
+    if not isinstance(signed, dict) or not isinstance(signature, str) or not signature:
+        return "the message carries no signed job spec"
+    try:
+        expected = _signature(signed)
+    except (TypeError, ValueError):
+        return "the signed part is not canonical JSON"
+    if not hmac.compare_digest(expected, signature):
+        return "the signature does not match the job spec"
+    if signed.get("job") != job_id:
+        return f"the signed spec is for job {signed.get('job')!r}, not job {job_id}"
+    if not isinstance(signed.get("gpu"), str) or not isinstance(signed.get("spec"), dict):
+        return "the signed part names no GPU model or spec"
+    return ""
+
+
+def _signature(signed: dict) -> str:
+    key = settings.JOB_SIGNING_KEY.encode()
+    return hmac.new(key, digests.canonical_bytes(signed), hashlib.sha256).hexdigest()
 
 
 # On the worker --------------------------------------------------------------------------------

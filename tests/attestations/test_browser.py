@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 import pytest
-from django.template.loader import get_template
 from django.urls import reverse
 
 from attestations import services
@@ -22,12 +21,6 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed"),
 ]
-
-
-def run_page_has_section() -> bool:
-    """The run page is the site's template; until it includes the tag, the run's own
-    "Replications and notes" page (which renders the very same tag) stands in for it."""
-    return "run_attestations" in get_template("registry/run_detail.html").template.source
 
 
 @pytest.fixture
@@ -68,11 +61,7 @@ def test_contributor_to_published_reproduction(live_server, browser, mail_dir, r
     assert run.external_id == REFERENCE_ID
     moderator = make_user("moderator")
     services.moderator_add(user=moderator)
-    public_url = live_server.url + (
-        run.get_absolute_url()
-        if run_page_has_section()
-        else reverse("attestations:run-attestations", args=[run.pk])
-    )
+    public_url = live_server.url + run.get_absolute_url()
 
     # A visitor follows "Add a reproduction or note", is sent to log in, and signs up instead.
     page = browser.new_context().new_page()

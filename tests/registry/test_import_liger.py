@@ -172,6 +172,12 @@ class TestMalformedInputIsRefusedAndWritesNothing:
             liger_import(path=path)
         assert BenchmarkRun.objects.count() == 0
 
+    def test_nul_character_is_refused_with_its_line(self, tmp_path, rows):
+        path = write_csv(tmp_path / "nul.csv", malformed(rows, "kernel_provider", "lig\x00er"))
+        with pytest.raises(ImportRejected, match=r"line 3: a NUL character"):
+            liger_import(path=path)
+        assert BenchmarkRun.objects.count() == 0
+
     def test_short_row_is_refused(self, tmp_path, rows):
         path = tmp_path / "short.csv"
         write_csv(path, rows)

@@ -6,26 +6,10 @@ import csv
 import pytest
 from django.contrib.auth.models import Permission, User
 
+from registry.importers.liger import COLUMNS as HEADER
 from registry.models import BenchmarkRun
 from registry.services import liger_import
 
-HEADER = [
-    "kernel_name",
-    "kernel_provider",
-    "kernel_operation_mode",
-    "metric_name",
-    "metric_unit",
-    "x_name",
-    "x_label",
-    "x_value",
-    "y_value_50",
-    "y_value_20",
-    "y_value_80",
-    "extra_benchmark_config_str",
-    "gpu_name",
-    "timestamp",
-    "liger_version",
-]
 SMALL_GEGLU = (
     '{"bsz": 2, "hidden_size": 64, "intermediate_size": 128, '
     '"hidden_act": "gelu_pytorch_tanh", "dtype": "torch.float32"}'

@@ -78,7 +78,9 @@ class TestLevelNeverChangesOtherwise:
         h200_run.refresh_from_db()
         assert h200_run.evidence_level == "reported"
 
-    def test_divergence_opens_one_issue_report_for_the_moderators(self, h200_run, django_capture_on_commit_callbacks):
+    def test_divergence_opens_one_issue_report_for_the_moderators(
+        self, h200_run, django_capture_on_commit_callbacks
+    ):
         from attestations.models import IssueReport
 
         job = rerun_request(run=h200_run)

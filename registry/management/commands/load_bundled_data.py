@@ -4,6 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from registry.services import ImportRejected, bundled_data_load
+from registry.services.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_load
 
 
 class Command(BaseCommand):
@@ -13,6 +14,9 @@ class Command(BaseCommand):
         bar = tqdm(desc="Loading bundled data", unit="row", disable=not sys.stderr.isatty(), file=sys.stderr)
         try:
             summaries = bundled_data_load(progress=bar.update)
+            # KernelIndex's own controlled runs (registry/data/controlled-runs/), after the Liger
+            # data whose workloads they measure.
+            summaries["kernelindex-controlled"] = controlled_runs_load(path=BUNDLED_CONTROLLED_DIR)
         except ImportRejected as exc:
             raise CommandError(f"Load refused, nothing was written. {exc}") from None
         finally:

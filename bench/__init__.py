@@ -1,0 +1,1 @@
+"""KernelIndex benchmark suite: `python bench/run.py [--quick]` (see docs/performance.md)."""

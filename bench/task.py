@@ -1,0 +1,158 @@
+"""Django-side work for the benchmarks, one command per child process (bench/common.task).
+
+    python bench/task.py <command> [args]   (environment from bench.common.django_env)
+
+Prints progress on stderr and one JSON line on stdout, last."""
+
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.db import connection, reset_queries  # noqa: E402
+from django.test import Client  # noqa: E402
+from django.test.utils import CaptureQueriesContext  # noqa: E402
+from django.urls import NoReverseMatch, reverse  # noqa: E402
+
+from bench import generate  # noqa: E402
+from registry.models import BenchmarkRun, Kernel  # noqa: E402
+from registry.services import bundled_data_load, liger_import  # noqa: E402
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def cmd_load_bundled() -> dict:
+    started = time.perf_counter()
+    bundled_data_load()
+    return {"seconds": time.perf_counter() - started, "runs": BenchmarkRun.objects.count()}
+
+
+def cmd_grow(total: str) -> dict:
+    """Grow the registry to `total` runs (bundled data first, then synthetic runs)."""
+    total = int(total)
+    started = time.perf_counter()
+    if not BenchmarkRun.objects.exists():
+        bundled_data_load()
+    missing = total - BenchmarkRun.objects.count()
+    result = generate.registry_grow(missing, log=log) if missing > 0 else {"runs": 0}
+    return {**result, "seconds": time.perf_counter() - started, "total": BenchmarkRun.objects.count()}
+
+
+def cmd_count() -> dict:
+    return {"runs": BenchmarkRun.objects.count()}
+
+
+def page_paths(per_page: int = 200) -> dict[str, list[str]]:
+    """The URLs each page benchmark cycles through: many different rows, chosen the same way at
+    every size (a fixed seed over the public runs), so caches cannot hide the database."""
+    rng = random.Random(2448)
+    max_pk = BenchmarkRun.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+    candidates = sorted({rng.randint(1, max_pk) for _ in range(per_page * 3)})
+    pks = list(
+        BenchmarkRun.objects.public().filter(pk__in=candidates).values_list("pk", flat=True)[:per_page]
+    )
+    rng.shuffle(pks)
+    slugs = list(Kernel.objects.order_by("slug").values_list("slug", flat=True))
+    paths = {
+        "floor": [reverse("bench-floor")],
+        "run page": [reverse("registry:run-detail", args=[pk]) for pk in pks],
+        "kernel page": [reverse("registry:kernel-detail", args=[slug]) for slug in slugs],
+        "api runs?kernel=": [f"{reverse('run-list')}?kernel={slug}" for slug in slugs],
+    }
+    try:  # the compare page arrives with the public site (branch `site`)
+        paths["compare page"] = _compare_paths(pks)
+    except NoReverseMatch:
+        pass
+    return paths
+
+
+def _compare_paths(pks: list[int]) -> list[str]:
+    """Each sampled run against the #1 of its comparison group (what "compare with the best"
+    links to), or against the next sampled run where it is alone."""
+    keys = dict(BenchmarkRun.objects.filter(pk__in=pks).values_list("pk", "comparison_key"))
+    best = dict(
+        BenchmarkRun.objects.current()
+        .filter(comparison_key__in=set(keys.values()), rank=1)
+        .values_list("comparison_key", "pk")
+    )
+    pairs = []
+    for position, pk in enumerate(pks):
+        other = best.get(keys[pk])
+        if other is None or other == pk:
+            other = pks[(position + 1) % len(pks)]
+        pairs.append(reverse("registry:compare", args=[pk, other]))
+    return pairs
+
+
+def cmd_paths() -> dict:
+    return page_paths()
+
+
+def cmd_queries() -> dict:
+    """SQL queries per request for each page, over a sample of its URLs: min and max."""
+    client = Client(HTTP_HOST="127.0.0.1")
+    result = {}
+    for page, paths in page_paths(per_page=20).items():
+        counts, statuses = [], set()
+        for path in paths[:20]:
+            client.get(path)  # warm: first-request work (e.g. the site row) is not per page
+            with CaptureQueriesContext(connection) as ctx:
+                response = client.get(path)
+            counts.append(len(ctx.captured_queries))
+            statuses.add(response.status_code)
+            reset_queries()
+        result[page] = {
+            "min": min(counts),
+            "max": max(counts),
+            "statuses": sorted(statuses),
+            "sample": len(counts),
+        }
+    return result
+
+
+def cmd_import(path: str, repeat: str = "2") -> dict:
+    """Time liger_import of one file: the first import, then re-imports of the unchanged file."""
+    timings = []
+    for attempt in range(int(repeat)):
+        started = time.perf_counter()
+        summary = liger_import(path=path)
+        timings.append({"seconds": time.perf_counter() - started, **summary.as_dict()})
+        log(f"import {attempt + 1}: {timings[-1]}")
+    return {"imports": timings, "runs": BenchmarkRun.objects.count()}
+
+
+def cmd_write_csv(path: str, n: str) -> dict:
+    started = time.perf_counter()
+    generate.write_csv(path, int(n))
+    return {"seconds": time.perf_counter() - started, "bytes": Path(path).stat().st_size}
+
+
+def cmd_reruns(n: str) -> dict:
+    from bench import reruns
+
+    return reruns.measure(int(n))
+
+
+COMMANDS = {
+    "load-bundled": cmd_load_bundled,
+    "grow": cmd_grow,
+    "count": cmd_count,
+    "paths": cmd_paths,
+    "queries": cmd_queries,
+    "import": cmd_import,
+    "write-csv": cmd_write_csv,
+    "reruns": cmd_reruns,
+}
+
+if __name__ == "__main__":
+    name, *args = sys.argv[1:]
+    print(json.dumps(COMMANDS[name](*args), default=str), flush=True)

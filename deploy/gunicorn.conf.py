@@ -1,0 +1,71 @@
+"""gunicorn settings for KernelIndex's web processes (docs/deploy.md).
+
+Everything here can be overridden on the command line or with GUNICORN_CMD_ARGS.
+"""
+
+import multiprocessing
+import os
+
+bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000")
+workers = int(os.environ.get("GUNICORN_WORKERS", 2 * multiprocessing.cpu_count() + 1))
+threads = int(os.environ.get("GUNICORN_THREADS", 1))
+timeout = int(os.environ.get("GUNICORN_TIMEOUT", 60))
+graceful_timeout = 30
+max_requests = 2000  # recycle workers now and then; jitter keeps them from restarting together
+max_requests_jitter = 200
+forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
+accesslog = "-"
+# One JSON object a line, like the application's logs; the request id is the one Django returned.
+access_log_format = (
+    '{"time": "%(t)s", "logger": "gunicorn.access", "request_id": "%({x-request-id}o)s", '
+    '"method": "%(m)s", "path": "%(U)s", "status": %(s)s, "bytes": "%(B)s", '
+    '"duration_ms": %(M)s, "remote": "%({x-forwarded-for}i)s", "user_agent": "%(a)s"}'
+)
+
+
+def on_starting(server):
+    """Prometheus multiprocess mode: every worker writes its figures under one folder, which
+    must start empty (docs/deploy.md)."""
+    folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+        for name in os.listdir(folder):
+            if name.endswith(".db"):
+                os.remove(os.path.join(folder, name))
+
+
+def child_exit(server, worker):
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)
+
+
+if os.environ.get("LOG_FORMAT", "json") == "json":
+    # gunicorn's own messages (start, worker timeouts) as JSON too; gunicorn replaces these
+    # top-level keys of its defaults, so each is given whole.
+    logconfig_dict = {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "root": {"level": "INFO", "handlers": []},
+        "loggers": {
+            "gunicorn.error": {"level": "INFO", "handlers": ["error_console"], "propagate": False},
+            "gunicorn.access": {"level": "INFO", "handlers": ["console"], "propagate": False},
+        },
+        "handlers": {
+            "console": {
+                "class": "logging.StreamHandler",
+                "formatter": "access",
+                "stream": "ext://sys.stdout",
+            },
+            "error_console": {
+                "class": "logging.StreamHandler",
+                "formatter": "json",
+                "stream": "ext://sys.stderr",
+            },
+        },
+        "formatters": {
+            "access": {"format": "%(message)s"},
+            "json": {"()": "kernelindex.logging.JsonFormatter"},
+        },
+    }

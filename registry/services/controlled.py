@@ -1,0 +1,158 @@
+"""KernelIndex's own controlled runs as shipped data: export them with the jobs that produced and
+checked them, and load them into another installation.
+
+A file is JSON: {"format": FORMAT, "runs": [{kernel, workload, implementation, protocol,
+environment, run, jobs}]}. Loading is all or nothing and safe to repeat (a run whose digest is
+already there is left as it is). A run is loaded at `measured` only with the measure job that
+made it, and at `reproduced` only with a succeeded rerun job on its own GPU model: the file
+carries the evidence, not just the level.
+"""
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+from django.db import transaction
+
+from registry.models import (
+    ACTIVE_JOB_STATES,
+    BenchmarkRun,
+    Environment,
+    EvidenceLevel,
+    Implementation,
+    JobKind,
+    JobState,
+    Kernel,
+    Protocol,
+    RerunJob,
+    Source,
+    Workload,
+)
+from registry.services.imports import ImportRejected, ImportSummary, groups_rerank
+from registry.services.reruns import CONTROLLED_SOURCE
+
+FORMAT = "kernelindex-controlled-runs/v1"
+BUNDLED_CONTROLLED_DIR = Path(__file__).resolve().parent.parent / "data" / "controlled-runs"
+LOG_KEPT = 4000  # characters of each job's log that ship with the data
+SKIPPED_FIELDS = {"id", "published_at", "updated_at", "first_import", "superseded_by", "lease"}
+
+
+def controlled_runs_export(*, runs) -> dict:
+    """The document for `runs` (controlled runs), with their measure and rerun jobs."""
+    entries = []
+    for run in runs.select_related("kernel", "workload", "implementation", "protocol", "environment"):
+        # Only finished jobs travel: a queued or running one belongs to this installation's queues.
+        jobs = (RerunJob.objects.filter(result_run=run) | RerunJob.objects.filter(run=run)).exclude(
+            state__in=ACTIVE_JOB_STATES
+        )
+        entries.append(
+            {
+                "kernel": {"slug": run.kernel.slug, "name": run.kernel.name},
+                "workload": _fields(run.workload),
+                "implementation": _fields(run.implementation),
+                "protocol": _fields(run.protocol),
+                "environment": _fields(run.environment),
+                "run": _fields(run),
+                "jobs": [_job_fields(job, run) for job in jobs.order_by("created_at", "pk")],
+            }
+        )
+    return {"format": FORMAT, "source": CONTROLLED_SOURCE, "runs": entries}
+
+
+@transaction.atomic
+def controlled_runs_load(*, path: Path | str) -> ImportSummary:
+    """Load every `*.json` export in `path` (a folder or one file)."""
+    path = Path(path)
+    files = sorted(path.glob("*.json")) if path.is_dir() else [path]
+    source, _ = Source.objects.get_or_create(
+        slug=CONTROLLED_SOURCE["slug"], defaults={k: v for k, v in CONTROLLED_SOURCE.items() if k != "slug"}
+    )
+    summary, keys = ImportSummary(), set()
+    for file in files:
+        document = _read(file)
+        for number, entry in enumerate(document["runs"], start=1):
+            summary.rows += 1
+            run = _run_load(entry, source, where=f"{file.name}, run {number}")
+            if run is None:
+                summary.unchanged += 1
+            else:
+                summary.created += 1
+                keys.add(run.comparison_key)
+    groups_rerank(keys=keys)
+    return summary
+
+
+def _read(file: Path) -> dict:
+    try:
+        document = json.loads(file.read_text())
+    except (OSError, ValueError) as exc:
+        raise ImportRejected(f"{file.name}: not a readable JSON document ({exc})") from None
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise ImportRejected(f"{file.name}: not a {FORMAT} document")
+    return document
+
+
+def _run_load(entry: dict, source: Source, *, where: str) -> BenchmarkRun | None:
+    fields = dict(entry["run"])
+    if BenchmarkRun.objects.filter(digest=fields["digest"]).exists():
+        return None
+    _evidence_check(fields, entry["jobs"], where)
+    kernel, _ = Kernel.objects.get_or_create(slug=entry["kernel"]["slug"], defaults=entry["kernel"])
+    workload = _by_digest(Workload, entry["workload"], kernel=kernel)
+    run = BenchmarkRun.objects.create(
+        source=source,
+        kernel=kernel,
+        workload=workload,
+        implementation=_by_digest(Implementation, entry["implementation"], kernel=kernel),
+        protocol=_by_digest(Protocol, entry["protocol"]),
+        environment=_by_digest(Environment, entry["environment"]),
+        **{**fields, "observed_at": datetime.fromisoformat(fields["observed_at"])},
+    )
+    for job in entry["jobs"]:
+        role = job.pop("role")
+        dates = {k: datetime.fromisoformat(v) if v else None for k, v in job.pop("dates").items()}
+        link = {"result_run": run} if role == "measured" else {"run": run}
+        created = RerunJob.objects.create(kernel=kernel, workload=workload, **link, **job)
+        # created_at is auto_now_add: set the recorded one afterwards.
+        RerunJob.objects.filter(pk=created.pk).update(**dates)
+    return run
+
+
+def _evidence_check(fields: dict, jobs: list, where: str) -> None:
+    level = fields.get("evidence_level")
+    measured = any(j["role"] == "measured" and j["state"] == JobState.SUCCEEDED for j in jobs)
+    reproduced = any(
+        j["role"] == "rerun" and j["state"] == JobState.SUCCEEDED and j["kind"] == JobKind.RERUN for j in jobs
+    )
+    if level == EvidenceLevel.MEASURED and not measured:
+        raise ImportRejected(f"{where}: level 'measured' without the measure job that made the run")
+    if level == EvidenceLevel.REPRODUCED and not (measured and reproduced):
+        raise ImportRejected(f"{where}: level 'reproduced' without a succeeded rerun job")
+    if level not in (EvidenceLevel.MEASURED, EvidenceLevel.REPRODUCED):
+        raise ImportRejected(f"{where}: a controlled run is 'measured' or 'reproduced', not {level!r}")
+
+
+def _by_digest(model, fields: dict, **extra):
+    row, _ = model.objects.get_or_create(digest=fields["digest"], defaults={**fields, **extra})
+    return row
+
+
+def _fields(instance) -> dict:
+    out = {}
+    for field in instance._meta.concrete_fields:
+        if field.name in SKIPPED_FIELDS or field.is_relation:
+            continue
+        value = getattr(instance, field.attname)
+        out[field.name] = value.isoformat() if isinstance(value, datetime) else value
+    return out
+
+
+def _job_fields(job: RerunJob, run: BenchmarkRun) -> dict:
+    fields = _fields(job)
+    dates = {
+        name: fields.pop(name)
+        for name in ("created_at", "sent_at", "started_at", "heartbeat_at", "finished_at")
+    }
+    fields.pop("issue_report_pk", None)  # issue reports do not travel with the data
+    fields["log"] = fields["log"][-LOG_KEPT:]
+    return {**fields, "dates": dates, "role": "measured" if job.result_run_id == run.pk else "rerun"}

@@ -1,0 +1,95 @@
+"""Item 3: Redis restarted mid-queue, with N jobs queued and one running.
+
+Redis runs in the documented production shape (append-only file, fsync every second) on a port
+of its own, so restarting it touches nobody else. The restart keeps the N queued messages and
+the running one's unacknowledged entry; the worker reconnects by itself (no restart of it), the
+running job hands its result on once Redis is back, and all N + 1 jobs complete, once each."""
+
+import time
+
+import pytest
+from kombu import Connection
+
+from bench.servers import RedisServer, port_free
+from registry.models import BenchmarkRun, JobState, RerunJob
+from registry.services import job_send, rerun_request
+from tests.faults.support import SLOW_ROW, figure, needs_redis, small_cpu_rows
+from tests.faults.workers import FaultWorker, running, until
+from tests.reruns.conftest import csv_import
+from tests.reruns.worker import broker_clear
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True), needs_redis]
+QUEUED = 5
+COMPLETED = {JobState.SUCCEEDED, JobState.DIVERGED}
+
+
+def free_port(first: int) -> int:
+    return next(port for port in range(first, first + 20) if port_free(port))
+
+
+@pytest.fixture
+def own_redis(tmp_path):
+    server = RedisServer(tmp_path / "redis", free_port(6390)).start()
+    yield server
+    server.stop()
+
+
+def test_all_queued_jobs_complete_after_a_redis_restart_and_the_worker_resumes_by_itself(
+    own_redis, tmp_path, clean_broker
+):
+    csv_import(tmp_path / "runs.csv", [SLOW_ROW, *small_cpu_rows(QUEUED)])
+    slow = BenchmarkRun.objects.get(workload__parameters__T=256)
+    others = list(BenchmarkRun.objects.exclude(pk=slow.pk).order_by("pk"))
+    jobs = [rerun_request(run=run) for run in [slow, *others]]
+    broker_clear()  # their first messages went to the suite's broker; they are sent to ours below
+
+    broker = Connection(own_redis.url)
+    worker = FaultWorker(tmp_path, CELERY_BROKER_URL=own_redis.url).start()
+    try:
+        job_send(job_id=jobs[0].pk, queue="gpu.cpu", connection=broker)
+        running(jobs[0])
+        for job in jobs[1:]:
+            job_send(job_id=job.pk, queue="gpu.cpu", connection=broker)
+        client = own_redis.client()
+        assert client.llen("gpu.cpu") == QUEUED
+        assert client.zcard("unacked_index") == 1
+
+        time.sleep(1.2)  # the append-only file is fsynced every second
+        own_redis.restart(down_for=2.0)
+        back_at = time.time()
+        client = own_redis.client()
+        assert client.llen("gpu.cpu") == QUEUED  # nothing lost in the restart
+        assert client.zcard("unacked_index") == 1
+
+        until(
+            lambda: RerunJob.objects.filter(pk__in=[j.pk for j in jobs], state__in=COMPLETED).count()
+            == len(jobs),
+            180,
+            "every job to complete",
+            interval=0.2,
+        )
+        assert worker.process.poll() is None  # the same worker process, never restarted
+        log = worker.log()
+        assert "Connection to broker lost" in log or "consumer: Cannot connect" in log
+        for job in jobs:
+            job.refresh_from_db()
+            claims = worker.claims(job.pk)
+            assert len(claims) == job.attempts == len(set(claims)) >= 1
+        outcomes = [o for o in worker.recorded() if o != "not this attempt's"]
+        assert len(outcomes) == len(jobs)  # one recorded result per job
+        first_after = min(j.started_at.timestamp() for j in jobs[1:])
+        figure(
+            "item3.redis_restart.seconds_to_next_claim_after_redis_back",
+            round(first_after - back_at, 2),
+            queued=QUEUED,
+            running=1,
+            completed=len(jobs),
+            running_job_attempts=jobs[0].attempts,
+        )
+        figure(
+            "item3.redis_restart.seconds_until_all_complete",
+            round(max(j.finished_at.timestamp() for j in jobs) - back_at, 2),
+        )
+    finally:
+        worker.stop()
+        broker.release()

@@ -1,0 +1,55 @@
+"""The fast canonical JSON path (registry.digests.canonical_bytes) is byte-for-byte RFC 8785."""
+
+import hashlib
+import math
+
+import pytest
+import rfc8785
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from registry import digests
+from registry.importers import liger
+from registry.services import BUNDLED_LIGER_CSV
+
+# Floats that print differently in Python and ECMAScript, and strings that sort differently by
+# UTF-16 code unit and by code point, are what the fast path must notice.
+awkward_floats = st.sampled_from(
+    [0.0, -0.0, 1.0, -144.0, 1e-7, 1.5e-5, 1e16, 1.5e17, 1e21, 123456789012345680.0, 5e-324]
+)
+floats = st.floats(allow_nan=False, allow_infinity=False) | awkward_floats
+ints = st.integers(min_value=-(2**53) + 1, max_value=2**53 - 1) | st.sampled_from(
+    [2**53 - 1, 10**15, -(10**15)]
+)
+texts = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=12) | st.sampled_from(
+    ["\ue000", "\U0001f600", "a\x00b", "tab\there", '"quoted"\\', "v1.0]", "1e-5", "\u2028", "\x7f"]
+)
+scalars = st.none() | st.booleans() | ints | floats | texts
+documents = st.recursive(
+    scalars,
+    lambda children: st.lists(children, max_size=5) | st.dictionaries(texts, children, max_size=5),
+    max_leaves=30,
+)
+
+
+class TestCanonicalBytesMatchTheReferenceSerialiser:
+    @settings(max_examples=600, deadline=None)
+    @given(documents)
+    def test_any_json_document_gives_the_reference_bytes(self, document):
+        assert digests.canonical_bytes(document) == rfc8785.dumps(document)
+
+    @pytest.mark.parametrize("value", [0.0, -0.0, 8378.0, 1e-7, 1e16, 1e21, 2**53 - 1, "\U0001f600"])
+    def test_values_python_prints_differently_are_still_canonical(self, value):
+        document = {"results": {"median": value, "\ue000": 1, "\U0001f600": [value]}}
+        assert digests.canonical_bytes(document) == rfc8785.dumps(document)
+
+    def test_every_bundled_manifest_gives_the_reference_digest(self):
+        rows = liger.parse_file(BUNDLED_LIGER_CSV.read_bytes())
+        for row in rows:
+            manifest = row.run["manifest"]
+            assert row.run["digest"] == "sha256:" + hashlib.sha256(rfc8785.dumps(manifest)).hexdigest()
+
+    @pytest.mark.parametrize("document", [{"x": math.nan}, {"x": math.inf}, {"x": 2**53}, {"x": object()}])
+    def test_what_rfc_8785_refuses_is_still_refused(self, document):
+        with pytest.raises(rfc8785.CanonicalizationError):
+            digests.canonical_bytes(document)
