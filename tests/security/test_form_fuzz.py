@@ -119,13 +119,13 @@ class TestTheAttestationForm:
     @given(data=mutated(REPRODUCTION))
     def test_mutated_reproductions(self, poster, world, data):
         url = reverse("attestations:attestation-create", args=[world.run.pk])
-        post_and_check(poster, url, data, Attestation)
+        assert post_and_check(poster, url, data, Attestation).status_code in (200, 302)
 
     @FUZZ
     @given(data=random_post(ATTESTATION_FIELDS))
     def test_random_posts(self, poster, world, data):
         url = reverse("attestations:attestation-create", args=[world.run.pk])
-        post_and_check(poster, url, data, Attestation)
+        assert post_and_check(poster, url, data, Attestation).status_code in (200, 302)
 
     def test_the_valid_post_saves(self, poster, world):
         url = reverse("attestations:attestation-create", args=[world.run.pk])
@@ -137,13 +137,13 @@ class TestTheIssueReportForm:
     @given(data=mutated(REPORT))
     def test_mutated_reports(self, poster, world, data):
         url = reverse("attestations:report-create", args=[world.run.pk])
-        post_and_check(poster, url, data, IssueReport)
+        assert post_and_check(poster, url, data, IssueReport).status_code in (200, 302)
 
     @FUZZ
     @given(data=random_post(list(REPORT)))
     def test_random_posts(self, poster, world, data):
         url = reverse("attestations:report-create", args=[world.run.pk])
-        post_and_check(poster, url, data, IssueReport)
+        assert post_and_check(poster, url, data, IssueReport).status_code in (200, 302)
 
     def test_the_valid_post_saves(self, poster, world):
         url = reverse("attestations:report-create", args=[world.run.pk])
