@@ -35,6 +35,20 @@ class Row(NamedTuple):
 ROWS = [
     # Each code string: visitor owner other moderator worker revoked.
 
+    # Operations. Probes are public; /metrics wants its bearer token or a direct loopback
+    # request, and every role here comes from an internet address.
+    Row('healthz', GET="200 200 200 200 200 200", POST="405 405 405 405 405 405"),
+    Row('readyz', GET="200 200 200 200 200 200", POST="405 405 405 405 405 405"),
+    Row('metrics', GET="403 403 403 403 403 403", POST="403 403 403 403 403 403"),
+    # Any staff member sees the operations summary (last sync, stuck jobs, GPU queues); it writes nothing.
+    Row('admin/operations/', GET="302 302 302 200 302 302", POST="302 302 302 200 302 302"),
+    Row('admin/registry/sourcesync/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/registry/sourcesync/add/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/registry/sourcesync/<path:object_id>/history/', path='admin/registry/sourcesync/{registry.sourcesync}/history/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/registry/sourcesync/<path:object_id>/delete/', path='admin/registry/sourcesync/{registry.sourcesync}/delete/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/registry/sourcesync/<path:object_id>/change/', path='admin/registry/sourcesync/{registry.sourcesync}/change/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/registry/sourcesync/<path:object_id>/', path='admin/registry/sourcesync/{registry.sourcesync}/', GET="302 302 302 302 302 302", POST="302 302 302 302 302 302"),
+
     # Django admin: only the moderator (staff, in `moderators`) gets in, and only to the moderation
     # models, read-only (change POSTs are 403); everyone else is sent to the admin login.
     Row('admin/', GET="302 302 302 200 302 302", POST="302 302 302 200 302 302"),

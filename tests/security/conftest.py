@@ -26,7 +26,7 @@ from rest_framework.authtoken.models import Token
 from attestations import services as attestation_services
 from attestations.models import IssueReport
 from kernelindex.celery import app as celery_app
-from registry.models import BenchmarkRun, RerunJob
+from registry.models import BenchmarkRun, RerunJob, SourceSync
 from registry.services import liger_import, rerun_request
 from tests.attestations.conftest import REFERENCE_ID, make_user, reference_slice
 
@@ -46,7 +46,9 @@ class World:
     job: RerunJob
 
     def client(self, role: str, **kwargs) -> Client:
-        """A fresh client carrying the role's credentials."""
+        """A fresh client carrying the role's credentials, from an address on the internet (not
+        loopback, which /metrics trusts)."""
+        kwargs.setdefault("REMOTE_ADDR", "203.0.113.10")
         client = Client(**kwargs)
         if role in SESSION_ROLES:
             # force_login does not check is_active: the revoked user's old session cookie.
@@ -133,6 +135,7 @@ def build_world(tmp_path) -> World:
     app = SocialApp.objects.create(provider="github", name="GitHub", client_id="id", secret="s")
     account = SocialAccount.objects.create(user=users["owner"], provider="github", uid="1")
     SocialToken.objects.create(app=app, account=account, token="t")
+    SourceSync.objects.create(status=SourceSync.Status.FAILED, error="matrix")
     get_user_model().objects.filter(pk=users["revoked"].pk).update(is_active=False)
     users["revoked"].refresh_from_db()
     return World(
