@@ -59,7 +59,8 @@ class ParameterField(forms.Field):
             name, colon, raw = item.partition(":")
             if not colon or not PARAMETER_NAME.fullmatch(name) or not raw:
                 raise forms.ValidationError(
-                    f"{item[:80]!r} is not a workload parameter filter; write name:value, e.g. T:8192."
+                    "%(item)r is not a workload parameter filter; write name:value, e.g. T:8192.",
+                    params={"item": item[:80]},
                 )
             pairs.append((name, parameter_value(raw)))
         return pairs
@@ -121,7 +122,9 @@ class StrictBooleanField(forms.Field):
             return True
         if text in FALSE_VALUES:
             return False
-        raise forms.ValidationError(f"{str(value)[:40]!r} is not a boolean; use true or false.")
+        raise forms.ValidationError(
+            "%(value)r is not a boolean; use true or false.", params={"value": str(value)[:40]}
+        )
 
 
 class StrictBooleanFilter(django_filters.BooleanFilter):
@@ -137,7 +140,8 @@ class SafeForm(forms.Form):
             for value in values:
                 if isinstance(value, str) and ("\x00" in value or len(value) > MAX_VALUE_LENGTH):
                     raise forms.ValidationError(
-                        f"The value of {key[:40]!r} is not allowed (too long or contains a NUL byte)."
+                        "The value of %(key)r is not allowed (too long or contains a NUL byte).",
+                        params={"key": key[:40]},
                     )
         return super().clean()
 
