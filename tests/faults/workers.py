@@ -6,12 +6,11 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from registry.models import BenchmarkRun, JobState, RerunJob
-from tests.reruns.worker import ROOT, Worker
+from tests.reruns.worker import Worker
 
 CLAIMED = re.compile(r"Job (\d+) claimed: attempt lease ([0-9a-f]{32})")
 FINISHED = {JobState.SUCCEEDED, JobState.DIVERGED, JobState.FAILED, JobState.CANCELLED}
@@ -26,36 +25,11 @@ class FaultWorker(Worker):
         super().__init__(log_dir, **env)
         self.beat = beat
 
-    def start(self, timeout: float = 90) -> "FaultWorker":
-        command = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "kernelindex",
-            "worker",
-            "-Q",
-            "gpu.cpu,default",
-            "-c",
-            "1",
-            "--prefetch-multiplier",
-            "1",
-            "-n",
-            f"{self.name}@%h",
-            "-l",
-            "info",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-        ]
+    def command(self) -> list[str]:
+        command = super().command()
         if self.beat:
             command += ["-B", "-s", str(self.log_path.with_suffix(".beat-schedule"))]
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        self.wait_for(lambda: " ready." in self.log(), timeout, "the worker to be ready")
-        return self
+        return command
 
     def pool_children(self) -> list[int]:
         """The worker's child processes: the prefork pool's (and beat's, with -B)."""

@@ -78,8 +78,8 @@ class Worker:
         }
         self.process = None
 
-    def start(self, timeout: float = 90) -> "Worker":
-        command = [
+    def command(self) -> list[str]:
+        return [
             sys.executable,
             "-m",
             "celery",
@@ -100,9 +100,11 @@ class Worker:
             "--without-mingle",
             "--without-heartbeat",
         ]
+
+    def start(self, timeout: float = 90) -> "Worker":
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                self.command(), cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
             )
         self.wait_for(lambda: " ready." in self.log(), timeout, "the worker to be ready")
         return self
