@@ -7,7 +7,7 @@ from django.db.models import Q
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
-from registry.job_admin import request_rerun
+from registry.job_admin import has_request_rerun_permission, request_rerun
 from registry.models import (
     BenchmarkRun,
     Environment,
@@ -128,6 +128,9 @@ class BenchmarkRunAdmin(admin.ModelAdmin):
         "external_id",
         "upstream_key",
     ]
+
+    def has_request_rerun_permission(self, request):
+        return has_request_rerun_permission(request)
 
 
 # Operations: upstream syncs, and what needs a moderator's or an operator's eye (docs/deploy.md).

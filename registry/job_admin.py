@@ -25,6 +25,11 @@ from registry.services import JobRefused, job_cancel, measure_request, rerun_req
 from registry.services.reruns import CPU_SLUG
 
 
+def has_request_rerun_permission(request) -> bool:
+    """Queueing GPU work is its own right (the moderators group has it), apart from editing runs."""
+    return request.user.has_perm("registry.request_rerun")
+
+
 class RerunRequestForm(forms.Form):
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), required=False)
     issue_report_pk = forms.IntegerField(required=False, min_value=1, label="Issue report number")
@@ -47,7 +52,7 @@ def _request_limited(request) -> HttpResponse | None:
     )
 
 
-@admin.action(description="Request rerun on the run's GPU model", permissions=["change"])
+@admin.action(description="Request rerun on the run's GPU model", permissions=["request_rerun"])
 def request_rerun(modeladmin, request, queryset):
     """Intermediate page first: who asks is recorded, and why."""
     if "apply" in request.POST:
@@ -159,7 +164,7 @@ class RerunJobAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
-    @admin.action(description="Cancel selected queued jobs", permissions=["change"])
+    @admin.action(description="Cancel selected queued jobs", permissions=["request_rerun"])
     def cancel_jobs(self, request, queryset):
         cancelled = sum(job_cancel(job=job) for job in queryset.filter(state=JobState.QUEUED))
         self.message_user(request, f"{cancelled} job(s) cancelled; running jobs are left to finish.")
@@ -174,8 +179,15 @@ class RerunJobAdmin(admin.ModelAdmin):
             *super().get_urls(),
         ]
 
+    def has_request_rerun_permission(self, request):
+        return has_request_rerun_permission(request)
+
+    def changelist_view(self, request, extra_context=None):
+        extra_context = {**(extra_context or {}), "can_request": self.has_request_rerun_permission(request)}
+        return super().changelist_view(request, extra_context)
+
     def measure_view(self, request):
-        if not self.has_change_permission(request):
+        if not self.has_request_rerun_permission(request):
             raise PermissionDenied
         form = MeasureRequestForm(request.POST or None)
         if request.method == "POST" and form.is_valid():

@@ -348,6 +348,8 @@ class RerunJob(models.Model):
             ),
         ]
         indexes = [models.Index(fields=["state", "heartbeat_at"])]
+        # Moderators queue and cancel jobs without any right to edit runs or jobs by hand.
+        permissions = [("request_rerun", "Can request and cancel controlled reruns and measure jobs")]
 
     def __str__(self):
         return f"{self.get_kind_display()} #{self.pk} ({self.state})"

@@ -12,13 +12,14 @@ MODERATOR_PERMISSIONS = [
 ]
 
 
-def moderators_create(apps, schema_editor):
+def permissions_create(apps, app_label):
+    """Permissions are normally created after all migrations ran; a data migration that grants
+    them needs them now. (A migration's app config is a stub without a models module, which
+    would skip them.)"""
     from django.contrib.auth.management import create_permissions
     from django.contrib.contenttypes.management import create_contenttypes
 
-    # Permissions are normally created after all migrations ran; this one needs them now.
-    # (A migration's app config is a stub without a models module, which would skip them.)
-    app_config = apps.get_app_config("attestations")
+    app_config = apps.get_app_config(app_label)
     stub = getattr(app_config, "models_module", None) is None
     if stub:
         app_config.models_module = True
@@ -27,14 +28,20 @@ def moderators_create(apps, schema_editor):
     if stub:
         app_config.models_module = None
 
-    Group = apps.get_model("auth", "Group")
+
+def permissions_get(apps, triples):
     Permission = apps.get_model("auth", "Permission")
-    group, _ = Group.objects.get_or_create(name="moderators")
-    permissions = [
+    return [
         Permission.objects.get(content_type__app_label=app, content_type__model=model, codename=codename)
-        for app, model, codename in MODERATOR_PERMISSIONS
+        for app, model, codename in triples
     ]
-    group.permissions.set(permissions)
+
+
+def moderators_create(apps, schema_editor):
+    permissions_create(apps, "attestations")
+    Group = apps.get_model("auth", "Group")
+    group, _ = Group.objects.get_or_create(name="moderators")
+    group.permissions.set(permissions_get(apps, MODERATOR_PERMISSIONS))
 
 
 def moderators_remove(apps, schema_editor):

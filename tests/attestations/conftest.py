@@ -90,14 +90,22 @@ def make_user(username: str, **extra):
     return user
 
 
+MODERATOR_MIGRATIONS = ["0002_moderators_group", "0003_moderators_request_reruns"]
+
+
+def moderators_group_ensure() -> Group:
+    """The group as the data migrations leave it. A flush (transactional tests, other modules'
+    teardown) removes rows that migrations created, so replay them the way `migrate` did."""
+    if not Group.objects.filter(name=services.MODERATORS_GROUP).exists():
+        for name in MODERATOR_MIGRATIONS:
+            migration = importlib.import_module(f"attestations.migrations.{name}")
+            (getattr(migration, "moderators_create", None) or migration.permissions_add)(django_apps, None)
+    return Group.objects.get(name=services.MODERATORS_GROUP)
+
+
 @pytest.fixture
 def moderators_group(db):
-    """The data migration's group. A flush (transactional tests, other modules' teardown)
-    removes rows that migrations created, so put it back the way the migration does."""
-    if not Group.objects.filter(name=services.MODERATORS_GROUP).exists():
-        migration = importlib.import_module("attestations.migrations.0002_moderators_group")
-        migration.moderators_create(django_apps, None)
-    return Group.objects.get(name=services.MODERATORS_GROUP)
+    return moderators_group_ensure()
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from attestations.models import AuditEntry
+from registry.models import RerunJob
 
 pytestmark = pytest.mark.django_db
 
@@ -20,13 +21,37 @@ class TestGroup:
             ("attestations", "view_issuereport"),
             ("attestations", "triage_issuereport"),
             ("attestations", "view_auditentry"),
+            ("registry", "view_benchmarkrun"),
+            ("registry", "view_rerunjob"),
+            ("registry", "request_rerun"),
         }
 
     def test_moderator_sees_the_queues_and_log_but_not_users(self, moderator_client):
         for name in ("attestation", "issuereport", "auditentry"):
             assert moderator_client.get(reverse(f"admin:attestations_{name}_changelist")).status_code == 200
         assert moderator_client.get(reverse("admin:auth_user_changelist")).status_code == 403
-        assert moderator_client.get(reverse("admin:registry_benchmarkrun_changelist")).status_code == 403
+        assert moderator_client.get(reverse("admin:registry_source_changelist")).status_code == 403
+
+    def test_moderator_requests_a_rerun_but_cannot_edit_the_run(self, moderator_client, runs):
+        run = runs["reference"]
+        changelist = reverse("admin:registry_benchmarkrun_changelist")
+        page = moderator_client.get(changelist)
+        assert page.status_code == 200
+        assert 'value="request_rerun"' in page.content.decode()
+        response = moderator_client.post(
+            changelist,
+            {"action": "request_rerun", "_selected_action": [run.pk], "apply": "1", "reason": "issue #1"},
+            follow=True,
+        )
+        assert "1 rerun job(s) queued." in response.content.decode()
+        job = RerunJob.objects.get(run=run)
+        assert (job.reason, job.requested_by.username) == ("issue #1", "mod")
+        change = reverse("admin:registry_benchmarkrun_change", args=[run.pk])
+        assert moderator_client.get(change).status_code == 200  # read-only view
+        assert moderator_client.post(change, {"notes": "edited"}).status_code == 403
+        jobs = moderator_client.get(reverse("admin:registry_rerunjob_changelist")).content.decode()
+        assert "Request measure jobs" in jobs
+        assert moderator_client.get(reverse("admin:registry_rerunjob_measure")).status_code == 200
 
 
 class TestCommand:

@@ -6,12 +6,10 @@ refusals (the partial unique constraint on active jobs decides); 20 approvals of
 at the same instant give one decision and one audit entry; a request whose transaction rolls
 back publishes no message."""
 
-import importlib
 import threading
 
 import pytest
-from django.apps import apps as django_apps
-from django.contrib.auth.models import Group, Permission, User
+from django.contrib.auth.models import User
 from django.db import close_old_connections, connection, transaction
 from django.test import Client
 from django.urls import reverse
@@ -20,7 +18,7 @@ from attestations import services
 from attestations.models import Attestation, AttestationState, AuditEntry
 from registry.models import BenchmarkRun, RerunJob
 from registry.services import rerun_request
-from tests.attestations.conftest import make_user, submit_reproduction
+from tests.attestations.conftest import make_user, moderators_group_ensure, submit_reproduction
 from tests.faults.support import needs_postgresql, needs_redis, small_cpu_rows
 from tests.reruns.conftest import csv_import
 from tests.reruns.worker import queue_length
@@ -70,11 +68,12 @@ def cpu_run(tmp_path, clean_broker):
 
 
 def staff_moderators(count: int) -> list[User]:
-    permissions = Permission.objects.filter(codename__in=["change_benchmarkrun", "view_benchmarkrun"])
+    """Members of the `moderators` group: the request_rerun permission is theirs."""
+    moderators_group_ensure()
     users = []
     for i in range(count):
-        user = User.objects.create_user(f"moderator{i}", f"moderator{i}@example.org", "pw", is_staff=True)
-        user.user_permissions.add(*permissions)
+        user = make_user(f"moderator{i}")
+        services.moderator_add(user=user)
         users.append(user)
     return users
 
@@ -99,13 +98,6 @@ class TestConcurrentRerunRequests:
         assert (len(queued), len(refused)) == (1, CONCURRENT - 1)
         assert RerunJob.objects.filter(run=cpu_run).count() == 1
         assert queue_length("gpu.cpu") == 1  # the refusals published nothing
-
-
-def moderators_group_ensure() -> None:
-    """The data migration's group; a flush by an earlier transactional test removes it."""
-    if not Group.objects.filter(name=services.MODERATORS_GROUP).exists():
-        migration = importlib.import_module("attestations.migrations.0002_moderators_group")
-        migration.moderators_create(django_apps, None)
 
 
 class TestConcurrentApprovals:

@@ -51,6 +51,8 @@ ROWS = [
 
     # Django admin: only the moderator (staff, in `moderators`) gets in, and only to the moderation
     # models, read-only (change POSTs are 403); everyone else is sent to the admin login.
+    # Moderators also see runs and jobs (read-only) to request reruns and measure jobs: the
+    # `request_rerun` permission, never `change`.
     Row('admin/', GET="302 302 302 200 302 302", POST="302 302 302 200 302 302"),
     Row('admin/login/', GET="200 200 200 302 200 200", POST="200 200 200 200 200 200"),
     Row('admin/logout/', GET="302 302 302 405 302 302", POST="302 302 302 200 302 302"),
@@ -108,12 +110,12 @@ ROWS = [
     Row('admin/socialaccount/socialaccount/<path:object_id>/delete/', path='admin/socialaccount/socialaccount/{socialaccount.socialaccount}/delete/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
     Row('admin/socialaccount/socialaccount/<path:object_id>/change/', path='admin/socialaccount/socialaccount/{socialaccount.socialaccount}/change/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
     Row('admin/socialaccount/socialaccount/<path:object_id>/', path='admin/socialaccount/socialaccount/{socialaccount.socialaccount}/', GET="302 302 302 302 302 302", POST="302 302 302 302 302 302"),
-    Row('admin/registry/rerunjob/measure/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
-    Row('admin/registry/rerunjob/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/registry/rerunjob/measure/', GET="302 302 302 200 302 302", POST="302 302 302 200 302 302"),
+    Row('admin/registry/rerunjob/', GET="302 302 302 200 302 302", POST="302 302 302 200 302 302"),
     Row('admin/registry/rerunjob/add/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
-    Row('admin/registry/rerunjob/<path:object_id>/history/', path='admin/registry/rerunjob/{registry.rerunjob}/history/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/registry/rerunjob/<path:object_id>/history/', path='admin/registry/rerunjob/{registry.rerunjob}/history/', GET="302 302 302 200 302 302", POST="302 302 302 200 302 302"),
     Row('admin/registry/rerunjob/<path:object_id>/delete/', path='admin/registry/rerunjob/{registry.rerunjob}/delete/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
-    Row('admin/registry/rerunjob/<path:object_id>/change/', path='admin/registry/rerunjob/{registry.rerunjob}/change/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/registry/rerunjob/<path:object_id>/change/', path='admin/registry/rerunjob/{registry.rerunjob}/change/', GET="302 302 302 200 302 302", POST="302 302 302 403 302 302"),
     Row('admin/registry/rerunjob/<path:object_id>/', path='admin/registry/rerunjob/{registry.rerunjob}/', GET="302 302 302 302 302 302", POST="302 302 302 302 302 302"),
     Row('admin/registry/source/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
     Row('admin/registry/source/add/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
@@ -157,11 +159,11 @@ ROWS = [
     Row('admin/registry/environment/<path:object_id>/delete/', path='admin/registry/environment/{registry.environment}/delete/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
     Row('admin/registry/environment/<path:object_id>/change/', path='admin/registry/environment/{registry.environment}/change/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
     Row('admin/registry/environment/<path:object_id>/', path='admin/registry/environment/{registry.environment}/', GET="302 302 302 302 302 302", POST="302 302 302 302 302 302"),
-    Row('admin/registry/benchmarkrun/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/registry/benchmarkrun/', GET="302 302 302 200 302 302", POST="302 302 302 200 302 302"),
     Row('admin/registry/benchmarkrun/add/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
-    Row('admin/registry/benchmarkrun/<path:object_id>/history/', path='admin/registry/benchmarkrun/{registry.benchmarkrun}/history/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/registry/benchmarkrun/<path:object_id>/history/', path='admin/registry/benchmarkrun/{registry.benchmarkrun}/history/', GET="302 302 302 200 302 302", POST="302 302 302 200 302 302"),
     Row('admin/registry/benchmarkrun/<path:object_id>/delete/', path='admin/registry/benchmarkrun/{registry.benchmarkrun}/delete/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
-    Row('admin/registry/benchmarkrun/<path:object_id>/change/', path='admin/registry/benchmarkrun/{registry.benchmarkrun}/change/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/registry/benchmarkrun/<path:object_id>/change/', path='admin/registry/benchmarkrun/{registry.benchmarkrun}/change/', GET="302 302 302 200 302 302", POST="302 302 302 403 302 302"),
     Row('admin/registry/benchmarkrun/<path:object_id>/', path='admin/registry/benchmarkrun/{registry.benchmarkrun}/', GET="302 302 302 302 302 302", POST="302 302 302 302 302 302"),
     Row('admin/attestations/attestation/<int:object_id>/decide/<str:decision>/', path='admin/attestations/attestation/{attestations.attestation}/decide/approve/', GET="302 302 302 200 302 302", POST="302 302 302 200 302 302"),
     Row('admin/attestations/attestation/', GET="302 302 302 200 302 302", POST="302 302 302 200 302 302"),

@@ -28,7 +28,7 @@ from attestations.models import IssueReport
 from kernelindex.celery import app as celery_app
 from registry.models import BenchmarkRun, RerunJob, SourceSync
 from registry.services import liger_import, rerun_request
-from tests.attestations.conftest import REFERENCE_ID, make_user, reference_slice
+from tests.attestations.conftest import REFERENCE_ID, make_user, moderators_group_ensure, reference_slice
 
 ROLES = ("visitor", "owner", "other", "moderator", "worker", "revoked")
 SESSION_ROLES = ("owner", "other", "moderator", "revoked")
@@ -81,18 +81,6 @@ def eager_celery():
     celery_app.conf.task_always_eager, celery_app.conf.task_eager_propagates = previous
 
 
-def moderators_group() -> Group:
-    """The data migration's group; a flush by another module's teardown may have removed it."""
-    import importlib
-
-    from django.apps import apps as django_apps
-
-    if not Group.objects.filter(name=attestation_services.MODERATORS_GROUP).exists():
-        migration = importlib.import_module("attestations.migrations.0002_moderators_group")
-        migration.moderators_create(django_apps, None)
-    return Group.objects.get(name=attestation_services.MODERATORS_GROUP)
-
-
 def worker_user():
     user = get_user_model().objects.create_user(username="gpu-worker-a100", email="", password=None)
     group, _ = Group.objects.get_or_create(name=attestation_services.GPU_WORKERS_GROUP)
@@ -106,7 +94,7 @@ def build_world(tmp_path) -> World:
     liger_import(path=path)
     run = BenchmarkRun.objects.public().get(external_id=REFERENCE_ID)
     memory_run = BenchmarkRun.objects.public().get(metric="memory", implementation__provider="huggingface")
-    moderators_group()
+    moderators_group_ensure()
     users = {"owner": make_user("owner"), "other": make_user("other"), "revoked": make_user("revoked")}
     users["moderator"] = make_user("moderator")
     attestation_services.moderator_add(user=users["moderator"])
