@@ -46,6 +46,18 @@ def _limited_response(request):
     )
 
 
+def _create(request, *, input_serializer, service, owner: str, output_serializer):
+    """Validate, check the submission limit, then call the one service that writes: a 201 with
+    the new object as its owner sees it."""
+    data = input_serializer(data=request.data)
+    data.is_valid(raise_exception=True)
+    limited = _limited_response(request)
+    if limited:
+        return limited
+    created = _call(service, **{owner: request.user}, **data.validated_data)
+    return Response(output_serializer(created).data, status=status.HTTP_201_CREATED)
+
+
 class RunAttestationList(generics.ListAPIView):
     """Approved reproductions and notes of one run, oldest first."""
 
@@ -82,13 +94,13 @@ class AttestationListCreate(generics.ListAPIView):
 
     @extend_schema(request=AttestationInputSerializer, responses={201: OwnAttestationSerializer})
     def post(self, request):
-        data = AttestationInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        limited = _limited_response(request)
-        if limited:
-            return limited
-        attestation = _call(services.attestation_submit, author=request.user, **data.validated_data)
-        return Response(OwnAttestationSerializer(attestation).data, status=status.HTTP_201_CREATED)
+        return _create(
+            request,
+            input_serializer=AttestationInputSerializer,
+            service=services.attestation_submit,
+            owner="author",
+            output_serializer=OwnAttestationSerializer,
+        )
 
 
 class AttestationDetail(generics.RetrieveAPIView):
@@ -119,13 +131,13 @@ class IssueReportListCreate(generics.ListAPIView):
 
     @extend_schema(request=IssueReportInputSerializer, responses={201: IssueReportSerializer})
     def post(self, request):
-        data = IssueReportInputSerializer(data=request.data)
-        data.is_valid(raise_exception=True)
-        limited = _limited_response(request)
-        if limited:
-            return limited
-        report = _call(services.issue_report_create, reporter=request.user, **data.validated_data)
-        return Response(IssueReportSerializer(report).data, status=status.HTTP_201_CREATED)
+        return _create(
+            request,
+            input_serializer=IssueReportInputSerializer,
+            service=services.issue_report_create,
+            owner="reporter",
+            output_serializer=IssueReportSerializer,
+        )
 
 
 class IssueReportDetail(generics.RetrieveAPIView):

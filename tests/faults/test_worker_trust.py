@@ -18,7 +18,7 @@ from registry.models import BenchmarkRun, JobState, RerunJob, Workload
 from registry.services import job_claim, job_message, job_send, rerun_request
 from tests.faults.support import needs_redis, small_cpu_rows
 from tests.faults.workers import FaultWorker, until
-from tests.reruns.conftest import csv_import, harness_result
+from tests.reruns.conftest import csv_import, harness_result, small_geglu_spec
 from tests.reruns.worker import broker_clear
 
 pytestmark = pytest.mark.django_db
@@ -158,22 +158,7 @@ class TestResultsBoundToTheAttempt:
         assert job.state == JobState.RUNNING
 
 
-SPEC = {
-    "kernel": "geglu",
-    "provider": "huggingface",
-    "operation_mode": "forward",
-    "metric": "latency",
-    "x_name": "T",
-    "x_value": 16,
-    "config": {
-        "bsz": 2,
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "hidden_act": "gelu_pytorch_tanh",
-        "dtype": "torch.float32",
-    },
-    "device": "cpu",
-}
+SPEC = small_geglu_spec("cpu")
 
 
 class TestHarnessRunsOnlyMappedKernelsWithCheckedParameters:

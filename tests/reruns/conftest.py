@@ -2,18 +2,37 @@
 the roles, and a harness result as the harness reports one."""
 
 import csv
+import json
 
 import pytest
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import User
 
+from attestations.services import moderator_add
 from registry.importers.liger import COLUMNS as HEADER
 from registry.models import BenchmarkRun
 from registry.services import liger_import
+from tests.attestations.conftest import moderators_group_ensure
 
 SMALL_GEGLU = (
     '{"bsz": 2, "hidden_size": 64, "intermediate_size": 128, '
     '"hidden_act": "gelu_pytorch_tanh", "dtype": "torch.float32"}'
 )
+
+
+def small_geglu_spec(device: str) -> dict:
+    """The job spec a rerun of a SMALL_GEGLU forward-latency row carries to the worker."""
+    return {
+        "kernel": "geglu",
+        "provider": "huggingface",
+        "operation_mode": "forward",
+        "metric": "latency",
+        "x_name": "T",
+        "x_value": 16,
+        "config": json.loads(SMALL_GEGLU),
+        "device": device,
+    }
+
+
 # Valid, but its weights would take 4 TiB: the upstream setup function fails to allocate them.
 BROKEN_GEGLU = (
     '{"bsz": 2, "hidden_size": 1048576, "intermediate_size": 1048576, '
@@ -84,13 +103,12 @@ def broken_cpu_run(small_data):
 
 @pytest.fixture
 def moderator(db):
-    user = User.objects.create_user("moderator", "moderator@example.org", "pw", is_staff=True)
-    user.user_permissions.add(
-        *Permission.objects.filter(
-            codename__in=["change_benchmarkrun", "view_benchmarkrun", "change_rerunjob", "view_rerunjob"]
-        )
-    )
-    return user
+    """A member of the `moderators` group, as `moderator_add` makes one: no change permission on
+    runs or jobs, only request_rerun and the read-only views."""
+    moderators_group_ensure()
+    user = User.objects.create_user("moderator", "moderator@example.org", "pw")
+    moderator_add(user=user)
+    return User.objects.get(pk=user.pk)
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from registry.services import (
     rerun_record_result,
     rerun_request,
 )
-from tests.reruns.conftest import harness_result
+from tests.reruns.conftest import harness_result, small_geglu_spec
 
 pytestmark = pytest.mark.django_db
 
@@ -180,22 +180,7 @@ class TestRequests:
         job = rerun_request(run=h200_run)
         assert job.queue == "gpu.nvidia-h200"
         spec = claimed(job).spec
-        assert spec == {
-            "kernel": "geglu",
-            "provider": "huggingface",
-            "operation_mode": "forward",
-            "metric": "latency",
-            "x_name": "T",
-            "x_value": 16,
-            "config": {
-                "bsz": 2,
-                "hidden_size": 64,
-                "intermediate_size": 128,
-                "hidden_act": "gelu_pytorch_tanh",
-                "dtype": "torch.float32",
-            },
-            "device": "cuda",
-        }
+        assert spec == small_geglu_spec("cuda")
 
 
 class TestMeasureJobs:

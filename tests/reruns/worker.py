@@ -104,7 +104,12 @@ class Worker:
     def start(self, timeout: float = 90) -> "Worker":
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                self.command(), cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                self.command(),
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         self.wait_for(lambda: " ready." in self.log(), timeout, "the worker to be ready")
         return self

@@ -19,16 +19,22 @@ import pytest
 from allauth.socialaccount.models import SocialAccount, SocialApp, SocialToken
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.core.cache import cache
 from django.test import Client
 from rest_framework.authtoken.models import Token
 
 from attestations import services as attestation_services
 from attestations.models import IssueReport
-from kernelindex.celery import app as celery_app
 from registry.models import BenchmarkRun, RerunJob, SourceSync
 from registry.services import liger_import, rerun_request
-from tests.attestations.conftest import REFERENCE_ID, make_user, moderators_group_ensure, reference_slice
+from tests.attestations.conftest import (  # noqa: F401 (autouse fixtures, shared with the attestations tests)
+    REFERENCE_ID,
+    clean_cache,
+    eager_celery,
+    fast_password_hashing,
+    make_user,
+    moderators_group_ensure,
+    reference_slice,
+)
 
 ROLES = ("visitor", "owner", "other", "moderator", "worker", "revoked")
 SESSION_ROLES = ("owner", "other", "moderator", "revoked")
@@ -56,29 +62,6 @@ class World:
         if role in ("worker", "revoked"):
             client.defaults["HTTP_AUTHORIZATION"] = f"Token {self.tokens[role]}"
         return client
-
-
-@pytest.fixture(autouse=True)
-def clean_cache():
-    """Rate-limit and throttle counters live in the cache: every test starts with none."""
-    cache.clear()
-    yield
-    cache.clear()
-
-
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture(autouse=True)
-def eager_celery():
-    """Notification tasks sent on commit run in-process, so their emails land in mail.outbox."""
-    previous = celery_app.conf.task_always_eager, celery_app.conf.task_eager_propagates
-    celery_app.conf.task_always_eager = True
-    celery_app.conf.task_eager_propagates = True
-    yield
-    celery_app.conf.task_always_eager, celery_app.conf.task_eager_propagates = previous
 
 
 def worker_user():
