@@ -6,8 +6,6 @@ import os
 
 import pytest
 from django.conf import settings as django_settings
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
 from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
@@ -145,17 +143,8 @@ class TestSubmissionThrottle:
 
 @pytest.fixture
 def rerun_moderator(world):
-    """A moderator who may request reruns (the change permission on runs, as the admin action
-    asks)."""
-    user = get_user_model().objects.create_user("rerunner", "rerunner@example.org", PASSWORD, is_staff=True)
-    user.user_permissions.add(
-        *Permission.objects.filter(
-            codename__in=["view_benchmarkrun", "change_benchmarkrun", "change_rerunjob"]
-        )
-    )
-    client = Client()
-    client.force_login(user)
-    return client
+    """The world's moderator: the `moderators` group holds the request_rerun permission."""
+    return world.client("moderator")
 
 
 def request_rerun(client, run):
