@@ -95,6 +95,15 @@ class LigerFormatError(ValueError):
 
 
 @dataclass(frozen=True)
+class KnownRow:
+    """A row whose key (`row_key`) matches a run already in the registry: parsing it again would
+    give that run's manifest and digest, so it is not parsed again."""
+
+    line: int
+    external_id: str
+
+
+@dataclass(frozen=True)
 class LigerRow:
     line: int
     kernel: dict
@@ -113,7 +122,9 @@ def variant_of(filename: str) -> str:
     return match["variant"] if match else ""
 
 
-def parse_file(data: bytes, *, variant: str = "") -> list[LigerRow]:
+def parse_file(data: bytes, *, variant: str = "", known: dict | None = None) -> list:
+    """Every data row as a `LigerRow`, or as a `KnownRow` where its `row_key` is in `known`
+    (a mapping of row keys to the external ids of runs already imported)."""
     text = _decode(data)
     reader = csv.reader(io.StringIO(text, newline=""))
     header = next(reader, None)
@@ -130,8 +141,10 @@ def parse_file(data: bytes, *, variant: str = "") -> list[LigerRow]:
             continue
         if len(cells) != len(header):
             raise LigerFormatError(f"expected {len(header)} fields, found {len(cells)}", line=line)
-        row = _parse_row(line, {name: cells[i] for name, i in index.items()}, variant)
-        external_id = row.run["external_id"]
+        raw = {name: cells[i] for name, i in index.items()}
+        external_id = known.get(row_key(raw, variant)) if known else None
+        row = KnownRow(line, external_id) if external_id else _parse_row(line, raw, variant)
+        external_id = row.external_id if external_id else row.run["external_id"]
         if external_id in seen:
             raise LigerFormatError(
                 f"duplicate row: same key as line {seen[external_id]} ({external_id})", line=line
@@ -141,6 +154,59 @@ def parse_file(data: bytes, *, variant: str = "") -> list[LigerRow]:
     if not rows:
         raise LigerFormatError("the file has a header but no data rows", line=2)
     return rows
+
+
+# --- the re-import key -----------------------------------------------------------------------------
+# A run is a function of its row's cells: the eight the upstream key hashes (raw), the unit, sweep
+# label, timestamp and version (stripped) and the three values (as floats). `row_key` reads these
+# from the CSV row, `run_key` from the stored run; where they are equal the row parses to exactly
+# that run again (same manifest, same digest), so an unchanged row costs one sha256 of a short
+# list instead of a manifest and three canonical-JSON digests. A row that differs in any way, even
+# in whitespace or in how it writes a number, is parsed in full, as before.
+UPSTREAM_KEY_COLUMNS = (
+    "kernel_name",
+    "kernel_provider",
+    "kernel_operation_mode",
+    "metric_name",
+    "x_name",
+    "x_value",
+    "extra_benchmark_config_str",
+    "gpu_name",
+)
+TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S"
+
+
+def upstream_key(raw: dict, variant: str) -> str:
+    return digests.digest([raw[c] for c in UPSTREAM_KEY_COLUMNS] + ([variant] if variant else []))
+
+
+def row_key(raw: dict, variant: str) -> tuple | None:
+    try:
+        values = tuple(repr(float(raw[c])) for c in ("y_value_50", "y_value_20", "y_value_80"))
+    except ValueError:
+        return None  # not a number: the full parse names the column
+    return (
+        upstream_key(raw, variant),
+        raw["metric_unit"].strip(),
+        raw["x_label"].strip(),
+        *values,
+        raw["timestamp"].strip(),
+        raw["liger_version"].strip(),
+    )
+
+
+def run_key(*, upstream_key, unit, x_label, median, p20, p80, observed_at, labels) -> tuple:
+    """`row_key` of the row a stored run was imported from (observed_at in UTC)."""
+    return (
+        upstream_key,
+        unit,
+        x_label,
+        repr(median),
+        repr(p20),
+        repr(p80),
+        observed_at.astimezone(UTC).strftime(TIMESTAMP_FORMAT),
+        labels.get("liger_version"),
+    )
 
 
 def _decode(data: bytes) -> str:
@@ -155,7 +221,8 @@ def _decode(data: bytes) -> str:
         # No database text column can hold it, and no real CSV has one.
         offset = text.index("\x00")
         raise LigerFormatError(
-            f"a NUL character at offset {offset}; this is not a text CSV", line=text.count("\n", 0, offset) + 1
+            f"a NUL character at offset {offset}; this is not a text CSV",
+            line=text.count("\n", 0, offset) + 1,
         )
     return text
 
@@ -238,22 +305,7 @@ def _parse_row(line: int, raw: dict, variant: str) -> LigerRow:
     external_id = "/".join(
         [kernel, pass_segment, provider, gpu_slug, slug, observed_at.strftime("%Y-%m-%d-%H-%M-%S")]
     )
-    upstream_key = digests.digest(
-        [
-            raw[c]
-            for c in (
-                "kernel_name",
-                "kernel_provider",
-                "kernel_operation_mode",
-                "metric_name",
-                "x_name",
-                "x_value",
-                "extra_benchmark_config_str",
-                "gpu_name",
-            )
-        ]
-        + ([variant] if variant else [])
-    )
+    upstream = upstream_key(raw, variant)
     # The release a run came from is on its first import, not in its manifest: a later release
     # lists the same row again, and the same row must keep the same digest.
     labels = {"liger_version": raw["liger_version"].strip()}
@@ -272,7 +324,7 @@ def _parse_row(line: int, raw: dict, variant: str) -> LigerRow:
         "source_status": "passed",
         "correctness_note": "Passed, as asserted by the source; its correctness policy was not published.",
         "external_id": external_id,
-        "upstream_key": upstream_key,
+        "upstream_key": upstream,
         "labels": labels,
         "comparison_key": comparison_key,
     }
@@ -408,7 +460,7 @@ def _spec_digest(spec: dict) -> str:
 
 def _timestamp(value: str, line: int) -> datetime:
     try:
-        return datetime.strptime(value, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+        return datetime.strptime(value, TIMESTAMP_FORMAT).replace(tzinfo=UTC)
     except ValueError:
         raise LigerFormatError(
             f"{value!r} is not a timestamp of the form YYYY-MM-DD HH:MM:SS", line=line, column="timestamp"
