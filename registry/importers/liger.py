@@ -134,7 +134,7 @@ def parse_file(data: bytes, *, variant: str = "", known: dict | None = None) -> 
     if missing:
         raise LigerFormatError(f"missing column(s): {', '.join(missing)}", line=1)
     index = {name: header.index(name) for name in COLUMNS}
-    rows, seen = [], {}
+    rows, seen, specs = [], {}, {}
     for cells in reader:
         line = reader.line_num
         if not any(cell.strip() for cell in cells):
@@ -143,7 +143,7 @@ def parse_file(data: bytes, *, variant: str = "", known: dict | None = None) -> 
             raise LigerFormatError(f"expected {len(header)} fields, found {len(cells)}", line=line)
         raw = {name: cells[i] for name, i in index.items()}
         external_id = known.get(row_key(raw, variant)) if known else None
-        row = KnownRow(line, external_id) if external_id else _parse_row(line, raw, variant)
+        row = KnownRow(line, external_id) if external_id else _parse_row(line, raw, variant, specs)
         external_id = row.external_id if external_id else row.run["external_id"]
         if external_id in seen:
             raise LigerFormatError(
@@ -244,7 +244,11 @@ def _required(raw: dict, name: str, line: int) -> str:
     return value
 
 
-def _parse_row(line: int, raw: dict, variant: str) -> LigerRow:
+def _parse_row(line: int, raw: dict, variant: str, specs: dict | None = None) -> LigerRow:
+    """One row, validated. `specs` is the file's cache of what many rows share (the spec
+    documents, their digests and database rows, comparison keys), so each distinct one is built
+    and hashed once per file; the row is checked column by column, in the same order, either way."""
+    specs = {} if specs is None else specs
     kernel = _required(raw, "kernel_name", line)
     provider = _required(raw, "kernel_provider", line)
     mode = _required(raw, "kernel_operation_mode", line)
@@ -269,46 +273,51 @@ def _parse_row(line: int, raw: dict, variant: str) -> LigerRow:
     observed_at = _timestamp(_required(raw, "timestamp", line), line)
     x_name = _required(raw, "x_name", line)
     x_raw = _required(raw, "x_value", line)
-    x_value = _x_value(x_raw)
-    config = _config(raw["extra_benchmark_config_str"], line)
-    dtype = _dtype(config, line)
+    config_text = raw["extra_benchmark_config_str"]
+    config, dtype = _cached(specs, ("config", config_text), lambda: _config_and_dtype(config_text, line))
+    x_label = raw["x_label"].strip()
+    liger_version = raw["liger_version"].strip()
 
-    parameters = {k: v for k, v in config.items() if k != "dtype"}
-    parameters[x_name] = x_value if x_value is not None else x_raw
-    workload_spec = {
-        "kernel": kernel,
-        "parameters": parameters,
-        "dtype": dtype or None,
-        "sweep": {"name": x_name, "label": raw["x_label"].strip()},
-        "tensors": catalog.tensors_for(kernel, parameters, dtype),
-    }
-    workload_digest = _spec_digest(workload_spec)
-    slug = _workload_slug(parameters, dtype)
-    if x_value is None and _numeric_parameters(parameters):
-        slug = _named_sweep_slug(slug, x_raw)
-    environment_spec = _environment_spec(gpu_name)
-    environment_digest = _spec_digest(environment_spec)
-    protocol_spec = PROTOCOLS[metric]
-    protocol_digest = _spec_digest(protocol_spec)
-    implementation_spec = _implementation_spec(kernel, provider, raw["liger_version"].strip(), config)
-    implementation_digest = _spec_digest(implementation_spec)
-    gpu_slug = slugify(gpu_name)
-    comparison_key = digests.comparison_key(
-        kernel=kernel,
-        operation_mode=mode,
-        metric=metric,
-        workload_digest=workload_digest,
-        family=protocol_spec["comparabilityFamily"],
-        gpu=environment_spec["product"],
+    workload = _cached(
+        specs,
+        ("workload", kernel, config_text, x_name, x_raw, x_label),
+        lambda: _workload(kernel, config, dtype, x_name, x_raw, x_label),
+    )
+    environment = _cached(specs, ("environment", gpu_name), lambda: _environment(gpu_name))
+    protocol = _cached(specs, ("protocol", metric), lambda: _protocol(metric))
+    implementation = _cached(
+        specs,
+        ("implementation", kernel, provider, liger_version, config_text),
+        lambda: _implementation(kernel, provider, liger_version, config),
+    )
+    workload_digest = workload["digest"]
+    comparison_key = _cached(
+        specs,
+        ("comparison", kernel, mode, metric, workload_digest, environment["product"]),
+        lambda: digests.comparison_key(
+            kernel=kernel,
+            operation_mode=mode,
+            metric=metric,
+            workload_digest=workload_digest,
+            family=protocol["comparability_family"],
+            gpu=environment["product"],
+        ),
     )
     pass_segment = mode if metric == "latency" else f"{mode}-{metric}"
     external_id = "/".join(
-        [kernel, pass_segment, provider, gpu_slug, slug, observed_at.strftime("%Y-%m-%d-%H-%M-%S")]
+        [
+            kernel,
+            pass_segment,
+            provider,
+            environment["slug"],
+            workload["slug"],
+            observed_at.strftime("%Y-%m-%d-%H-%M-%S"),
+        ]
     )
     upstream = upstream_key(raw, variant)
     # The release a run came from is on its first import, not in its manifest: a later release
     # lists the same row again, and the same row must keep the same digest.
-    labels = {"liger_version": raw["liger_version"].strip()}
+    labels = {"liger_version": liger_version}
     if variant:
         labels["variant"] = variant
     source_metrics = {f"{unit}_20": y20, f"{unit}_50": y50, f"{unit}_80": y80}
@@ -332,65 +341,111 @@ def _parse_row(line: int, raw: dict, variant: str) -> LigerRow:
         run=run,
         kernel=kernel,
         source=SOURCE,
-        implementation=(implementation_spec, implementation_digest),
-        workload=(workload_spec, workload_digest),
-        protocol=(protocol_spec, protocol_digest),
-        environment=(environment_spec, environment_digest, gpu_slug),
+        implementation=(implementation["spec"], implementation["digest"]),
+        workload=(workload["spec"], workload_digest),
+        protocol=(protocol["spec"], protocol["digest"]),
+        environment=(environment["spec"], environment["digest"], environment["slug"]),
     )
     run["manifest"] = manifest
     run["digest"] = digests.digest(manifest)
     return LigerRow(
         line=line,
-        kernel={
-            "slug": kernel,
-            "name": catalog.KERNEL_NAMES.get(kernel, kernel.replace("_", " ").capitalize()),
-        },
-        implementation={
-            "provider": provider,
-            "project": implementation_spec["project"],
-            "project_url": implementation_spec["projectUrl"],
-            "revision": implementation_spec["revision"],
-            "description": implementation_spec["description"],
-            "spec": implementation_spec,
-            "digest": implementation_digest,
-        },
-        workload={
-            "parameters": parameters,
-            "tensors": workload_spec["tensors"],
-            "dtype": dtype,
-            "x_name": x_name,
-            "x_label": raw["x_label"].strip(),
-            "x_value": x_value,
-            "slug": slug,
-            "summary": _workload_summary(parameters, x_name, dtype),
-            "reference_asserted": False,
-            "spec": workload_spec,
-            "digest": workload_digest,
-        },
-        protocol={
-            "slug": slugify(protocol_spec["name"]),
-            "name": protocol_spec["name"],
-            "harness": protocol_spec["harness"],
-            "harness_repository": protocol_spec["harnessRepository"],
-            "timer": protocol_spec["timer"],
-            "statistic": protocol_spec["statistic"],
-            "comparability_family": protocol_spec["comparabilityFamily"],
-            "notes": protocol_spec["notes"],
-            "spec": protocol_spec,
-            "digest": protocol_digest,
-        },
-        environment={
-            "slug": gpu_slug,
-            "vendor": environment_spec["vendor"],
-            "product": environment_spec["product"],
-            "form_factor": environment_spec["formFactor"],
-            "architecture": environment_spec["architecture"],
-            "software": environment_spec["software"],
-            "spec": environment_spec,
-            "digest": environment_digest,
-        },
+        kernel=_cached(specs, ("kernel", kernel), lambda: _kernel(kernel)),
+        implementation=implementation,
+        workload=workload,
+        protocol=protocol,
+        environment=environment,
         run=run,
     )
+
+
+def _cached(specs: dict, key: tuple, build):
+    try:
+        return specs[key]
+    except KeyError:
+        value = specs[key] = build()
+        return value
+
+
+def _config_and_dtype(text: str, line: int) -> tuple[dict, str]:
+    config = _config(text, line)
+    return config, _dtype(config, line)
+
+
+def _kernel(kernel: str) -> dict:
+    return {"slug": kernel, "name": catalog.KERNEL_NAMES.get(kernel, kernel.replace("_", " ").capitalize())}
+
+
+def _workload(kernel, config, dtype, x_name, x_raw, x_label) -> dict:
+    x_value = _x_value(x_raw)
+    parameters = {k: v for k, v in config.items() if k != "dtype"}
+    parameters[x_name] = x_value if x_value is not None else x_raw
+    spec = {
+        "kernel": kernel,
+        "parameters": parameters,
+        "dtype": dtype or None,
+        "sweep": {"name": x_name, "label": x_label},
+        "tensors": catalog.tensors_for(kernel, parameters, dtype),
+    }
+    slug = _workload_slug(parameters, dtype)
+    if x_value is None and _numeric_parameters(parameters):
+        slug = _named_sweep_slug(slug, x_raw)
+    return {
+        "parameters": parameters,
+        "tensors": spec["tensors"],
+        "dtype": dtype,
+        "x_name": x_name,
+        "x_label": x_label,
+        "x_value": x_value,
+        "slug": slug,
+        "summary": _workload_summary(parameters, x_name, dtype),
+        "reference_asserted": False,
+        "spec": spec,
+        "digest": _spec_digest(spec),
+    }
+
+
+def _environment(gpu_name: str) -> dict:
+    spec = _environment_spec(gpu_name)
+    return {
+        "slug": slugify(gpu_name),
+        "vendor": spec["vendor"],
+        "product": spec["product"],
+        "form_factor": spec["formFactor"],
+        "architecture": spec["architecture"],
+        "software": spec["software"],
+        "spec": spec,
+        "digest": _spec_digest(spec),
+    }
+
+
+def _protocol(metric: str) -> dict:
+    spec = PROTOCOLS[metric]
+    return {
+        "slug": slugify(spec["name"]),
+        "name": spec["name"],
+        "harness": spec["harness"],
+        "harness_repository": spec["harnessRepository"],
+        "timer": spec["timer"],
+        "statistic": spec["statistic"],
+        "comparability_family": spec["comparabilityFamily"],
+        "notes": spec["notes"],
+        "spec": spec,
+        "digest": _spec_digest(spec),
+    }
+
+
+def _implementation(kernel, provider, liger_version, config) -> dict:
+    spec = _implementation_spec(kernel, provider, liger_version, config)
+    return {
+        "provider": provider,
+        "project": spec["project"],
+        "project_url": spec["projectUrl"],
+        "revision": spec["revision"],
+        "description": spec["description"],
+        "spec": spec,
+        "digest": _spec_digest(spec),
+    }
 
 
 def build_manifest(*, run, kernel, source, implementation, workload, protocol, environment) -> dict:
@@ -458,8 +513,13 @@ def _spec_digest(spec: dict) -> str:
     return _digest_of_json(json.dumps(spec, sort_keys=True))
 
 
+_TIMESTAMP = re.compile(r"(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)", re.ASCII)
+
+
 def _timestamp(value: str, line: int) -> datetime:
     try:
+        if match := _TIMESTAMP.fullmatch(value):  # what strptime would read, without its cost
+            return datetime(*map(int, match.groups()), tzinfo=UTC)
         return datetime.strptime(value, TIMESTAMP_FORMAT).replace(tzinfo=UTC)
     except ValueError:
         raise LigerFormatError(

@@ -5,7 +5,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.utils import timezone
 
 from registry import digests
@@ -278,9 +278,10 @@ def _runs_insert(runs: list[BenchmarkRun]) -> None:
         f.attname for f in fields if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)
     }
     prepare = [(f.attname, f.get_db_prep_save, f.attname in stamped) for f in fields]
+    database = connections[DEFAULT_DB_ALIAS]  # not the `connection` proxy: it costs a lookup per call
 
     def values(run):
-        return [save(now if is_stamp else getattr(run, name), connection) for name, save, is_stamp in prepare]
+        return [save(now if is_stamp else getattr(run, name), database) for name, save, is_stamp in prepare]
 
     table = BenchmarkRun._meta.db_table
     columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
