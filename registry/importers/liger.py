@@ -5,6 +5,7 @@ Parsing touches no database: it either returns every row as a `LigerRow`, or rai
 """
 
 import csv
+import hashlib
 import io
 import json
 import math
@@ -112,6 +113,9 @@ class LigerRow:
     protocol: dict
     environment: dict
     run: dict
+    # The manifest's canonical JSON where it is also json.dumps's text (nearly always): the
+    # importer stores it as it is instead of serialising the manifest again.
+    manifest_json: str | None = None
 
 
 def variant_of(filename: str) -> str:
@@ -347,7 +351,8 @@ def _parse_row(line: int, raw: dict, variant: str, specs: dict | None = None) ->
         environment=(environment["spec"], environment["digest"], environment["slug"]),
     )
     run["manifest"] = manifest
-    run["digest"] = digests.digest(manifest)
+    canonical, plain = _manifest_canonical(manifest, specs)
+    run["digest"] = "sha256:" + hashlib.sha256(canonical).hexdigest()
     return LigerRow(
         line=line,
         kernel=_cached(specs, ("kernel", kernel), lambda: _kernel(kernel)),
@@ -356,7 +361,46 @@ def _parse_row(line: int, raw: dict, variant: str, specs: dict | None = None) ->
         protocol=protocol,
         environment=environment,
         run=run,
+        manifest_json=canonical.decode("utf-8") if plain else None,
     )
+
+
+# The manifest's four spec documents, each shared by many runs, stand in its serialisation as
+# these strings: nothing else in it can hold a NUL (the CSV cannot; config values are in the parts).
+_PARTS = {name: f"\x00{name}\x00" for name in ("implementation", "workload", "protocol", "environment")}
+
+
+def _manifest_canonical(manifest: dict, specs: dict) -> tuple[bytes, bool]:
+    """The manifest's canonical bytes, its shared spec documents serialised once per file."""
+    run_item, protocol_item, environment_item = manifest["items"]
+    spec = run_item["spec"]
+    skeleton = {
+        **manifest,
+        "items": [
+            {
+                **run_item,
+                "spec": {**spec, "implementation": _PARTS["implementation"], "workload": _PARTS["workload"]},
+            },
+            _PARTS["protocol"],
+            _PARTS["environment"],
+        ],
+    }
+    documents = {
+        "implementation": (spec["implementation"]["digest"], spec["implementation"]),
+        "workload": (spec["workload"]["digest"], spec["workload"]),
+        "protocol": (protocol_item["metadata"]["digest"], protocol_item),
+        "environment": (
+            environment_item["metadata"]["digest"] + environment_item["metadata"]["name"],
+            environment_item,
+        ),
+    }
+    parts = {
+        _PARTS[name]: _cached(
+            specs, ("canonical", name, key), lambda d=document: digests.canonical_bytes_and_plain(d)
+        )
+        for name, (key, document) in documents.items()
+    }
+    return digests.canonical_bytes_and_plain(skeleton, parts)
 
 
 def _cached(specs: dict, key: tuple, build):

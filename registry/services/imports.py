@@ -166,7 +166,7 @@ def _runs_sync(*, source, rows, record, existing, variant, progress) -> ImportSu
     superseded = _runs_supersede(existing, new_runs)
     withdrawn = _runs_to_withdraw(existing, listed, variant, superseded)
     ranks = _ranks_after_import(existing, new_runs, restored, withdrawn, superseded)
-    _runs_insert(new_runs)
+    _runs_insert(new_runs, [row.manifest_json for row in new_rows])
     summary.created = len(new_runs)
     summary.restored = _update_in_batches(restored, withdrawn=False, withdrawn_at=None)
     _superseded_by_write(superseded)
@@ -266,10 +266,11 @@ def _run_pks_take(count: int) -> list[int]:
     return list(range(highest + 1, highest + 1 + count))
 
 
-def _runs_insert(runs: list[BenchmarkRun]) -> None:
+def _runs_insert(runs: list[BenchmarkRun], manifest_json: list[str | None]) -> None:
     """Write the new runs, each column prepared as bulk_create prepares it: with COPY on
     PostgreSQL, one executemany elsewhere. Django's INSERT compilation cost more than the
-    database's work here (a quarter of a first import; docs/performance.md)."""
+    database's work here (docs/performance.md). A manifest whose JSON text the parser already
+    has (its canonical form, which is json.dumps's text with sorted keys) is not serialised again."""
     if not runs:
         return
     fields = BenchmarkRun._meta.concrete_fields
@@ -279,22 +280,38 @@ def _runs_insert(runs: list[BenchmarkRun]) -> None:
     }
     prepare = [(f.attname, f.get_db_prep_save, f.attname in stamped) for f in fields]
     database = connections[DEFAULT_DB_ALIAS]  # not the `connection` proxy: it costs a lookup per call
+    manifest = next(i for i, f in enumerate(fields) if f.attname == "manifest")
+    if database.vendor == "postgresql":
+        from psycopg.types.json import Jsonb
 
-    def values(run):
-        return [save(now if is_stamp else getattr(run, name), database) for name, save, is_stamp in prepare]
+        def stored(text):
+            return Jsonb(text, dumps=str)  # the text is JSON already
+    else:
+
+        def stored(text):
+            return text
+
+    def values(run, text):
+        row = [save(now if is_stamp else getattr(run, name), database) for name, save, is_stamp in prepare]
+        if text is not None:
+            row[manifest] = stored(text)
+        return row
 
     table = BenchmarkRun._meta.db_table
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    with connection.cursor() as cursor:
-        if connection.vendor == "postgresql":
+    columns = ", ".join(database.ops.quote_name(f.column) for f in fields)
+    with database.cursor() as cursor:
+        if database.vendor == "postgresql":
             with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
-                for run in runs:
-                    copy.write_row(values(run))
+                for run, text in zip(runs, manifest_json, strict=True):
+                    copy.write_row(values(run, text))
             return
         placeholders = ", ".join(["%s"] * len(fields))
         sql = f"INSERT INTO {table} ({columns}) VALUES ({placeholders})"
         for start in range(0, len(runs), BATCH_SIZE):
-            cursor.executemany(sql, [values(run) for run in runs[start : start + BATCH_SIZE]])
+            batch = zip(
+                runs[start : start + BATCH_SIZE], manifest_json[start : start + BATCH_SIZE], strict=True
+            )
+            cursor.executemany(sql, [values(run, text) for run, text in batch])
 
 
 def _runs_supersede(existing: _Existing, new_runs: list[BenchmarkRun]) -> dict[int, int]:
