@@ -108,6 +108,16 @@ def digest(document) -> str:
     return "sha256:" + hashlib.sha256(canonical_bytes(document)).hexdigest()
 
 
+def digest_of_strings(values: list[str]) -> str:
+    """`digest(values)` for a list of strings, without the checks for numbers and key order a
+    list of strings cannot need: RFC 8785 escapes strings as `json` does, so only characters
+    beyond the BMP's low range (surrogates) are left to the full path."""
+    text = json.dumps(values, ensure_ascii=False, separators=(",", ":"))
+    if not text.isascii() and _WIDE.search(text):
+        return digest(values)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 def file_digest(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 

@@ -181,7 +181,7 @@ TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
 def upstream_key(raw: dict, variant: str) -> str:
-    return digests.digest([raw[c] for c in UPSTREAM_KEY_COLUMNS] + ([variant] if variant else []))
+    return digests.digest_of_strings([raw[c] for c in UPSTREAM_KEY_COLUMNS] + ([variant] if variant else []))
 
 
 def row_key(raw: dict, variant: str) -> tuple | None:
@@ -199,7 +199,7 @@ def row_key(raw: dict, variant: str) -> tuple | None:
     )
 
 
-def run_key(*, upstream_key, unit, x_label, median, p20, p80, observed_at, labels) -> tuple:
+def run_key(*, upstream_key, unit, x_label, median, p20, p80, observed_at, liger_version) -> tuple:
     """`row_key` of the row a stored run was imported from (observed_at in UTC)."""
     return (
         upstream_key,
@@ -209,7 +209,7 @@ def run_key(*, upstream_key, unit, x_label, median, p20, p80, observed_at, label
         repr(p20),
         repr(p80),
         observed_at.astimezone(UTC).strftime(TIMESTAMP_FORMAT),
-        labels.get("liger_version"),
+        liger_version,
     )
 
 

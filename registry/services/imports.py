@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db.models.fields.json import KT
 from django.utils import timezone
 
 from registry import digests
@@ -104,7 +105,7 @@ class _Known(NamedTuple):
     superseded_by_id: int | None
     upstream_key: str
     comparison_key: str
-    labels: dict
+    variant: str | None  # labels["variant"]: the suite (file) the run belongs to
 
 
 @dataclass
@@ -116,10 +117,13 @@ class _Existing:
 def _runs_existing(source: Source) -> _Existing:
     """Every run of the source, in one query, by external id and by `liger.run_key`."""
     by_external_id, by_row_key = {}, {}
-    columns = ("external_id", "unit", "median", "p20", "p80", "observed_at", "workload__x_label")
-    for values in BenchmarkRun.objects.filter(source=source).values_list(*_Known._fields, *columns):
+    columns = ("external_id", "unit", "median", "p20", "p80", "observed_at", "workload__x_label", "version")
+    runs = BenchmarkRun.objects.filter(source=source).annotate(
+        variant=KT("labels__variant"), version=KT("labels__liger_version")
+    )
+    for values in runs.values_list(*_Known._fields, *columns):
         known = _Known(*values[: len(_Known._fields)])
-        external_id, unit, median, p20, p80, observed_at, x_label = values[len(_Known._fields) :]
+        external_id, unit, median, p20, p80, observed_at, x_label, version = values[len(_Known._fields) :]
         by_external_id[external_id] = known
         key = liger.run_key(
             upstream_key=known.upstream_key,
@@ -129,7 +133,7 @@ def _runs_existing(source: Source) -> _Existing:
             p20=p20,
             p80=p80,
             observed_at=observed_at,
-            labels=known.labels,
+            liger_version=version,
         )
         by_row_key[key] = external_id
     return _Existing(by_external_id, by_row_key)
@@ -343,7 +347,7 @@ def _runs_to_withdraw(existing: _Existing, listed: set, variant: str, superseded
         and not known.withdrawn
         and known.superseded_by_id is None
         and known.pk not in superseded
-        and (known.labels.get("variant") == variant if variant else "variant" not in known.labels)
+        and known.variant == (variant or None)
     ]
 
 

@@ -42,6 +42,14 @@ class TestCanonicalBytesMatchTheReferenceSerialiser:
     def test_any_json_document_gives_the_reference_bytes(self, document):
         assert digests.canonical_bytes(document) == rfc8785.dumps(document)
 
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(texts, max_size=9))
+    def test_a_list_of_strings_gives_the_reference_digest(self, values):
+        # the upstream key of every row, hashed without the general checks
+        assert (
+            digests.digest_of_strings(values) == "sha256:" + hashlib.sha256(rfc8785.dumps(values)).hexdigest()
+        )
+
     @pytest.mark.parametrize("value", [0.0, -0.0, 8378.0, 1e-7, 1e16, 1e21, 2**53 - 1, "\U0001f600"])
     def test_values_python_prints_differently_are_still_canonical(self, value):
         document = {"results": {"median": value, "\ue000": 1, "\U0001f600": [value]}}
