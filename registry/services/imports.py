@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db.models import JSONField
 from django.db.models.fields.json import KT
 from django.utils import timezone
 
@@ -217,7 +218,7 @@ def _specs_ensure(model, rows, attribute, kernels) -> dict[str, object]:
     return found
 
 
-def _runs_build(rows, source, record) -> list[BenchmarkRun]:
+def _runs_build(rows, source, record) -> list["_NewRun"]:
     """The new runs, unsaved, with their primary keys already taken, so that supersession and
     ranks are decided before a single row is written, and written with it."""
     if not rows:
@@ -233,20 +234,40 @@ def _runs_build(rows, source, record) -> list[BenchmarkRun]:
         )
     }
     pks = _run_pks_take(len(rows))
+    defaults = _NewRun.defaults()
     return [
-        BenchmarkRun(
-            pk=pk,
-            source_id=source.pk,
-            first_import_id=record.pk,
-            kernel_id=kernels[row.kernel["slug"]].pk,
-            implementation_id=specs["implementation"][row.implementation["digest"]],
-            workload_id=specs["workload"][row.workload["digest"]],
-            protocol_id=specs["protocol"][row.protocol["digest"]],
-            environment_id=specs["environment"][row.environment["digest"]],
-            **row.run,
+        _NewRun(
+            {
+                **defaults,
+                "id": pk,
+                "source_id": source.pk,
+                "first_import_id": record.pk,
+                "kernel_id": kernels[row.kernel["slug"]].pk,
+                "implementation_id": specs["implementation"][row.implementation["digest"]],
+                "workload_id": specs["workload"][row.workload["digest"]],
+                "protocol_id": specs["protocol"][row.protocol["digest"]],
+                "environment_id": specs["environment"][row.environment["digest"]],
+                **row.run,
+            }
         )
         for pk, row in zip(pks, rows, strict=True)
     ]
+
+
+class _NewRun:
+    """A run about to be written: its columns by attribute name. A BenchmarkRun instance cost
+    more to construct than the row costs to parse, and nothing here needs one."""
+
+    def __init__(self, columns: dict):
+        self.__dict__.update(columns)
+
+    @property
+    def pk(self) -> int:
+        return self.id
+
+    @staticmethod
+    def defaults() -> dict:
+        return {f.attname: f.get_default() for f in BenchmarkRun._meta.concrete_fields}
 
 
 def _run_pks_take(count: int) -> list[int]:
@@ -270,7 +291,7 @@ def _run_pks_take(count: int) -> list[int]:
     return list(range(highest + 1, highest + 1 + count))
 
 
-def _runs_insert(runs: list[BenchmarkRun], manifest_json: list[str | None]) -> None:
+def _runs_insert(runs: list[_NewRun], manifest_json: list[str | None]) -> None:
     """Write the new runs, each column prepared as bulk_create prepares it: with COPY on
     PostgreSQL, one executemany elsewhere. Django's INSERT compilation cost more than the
     database's work here (docs/performance.md). A manifest whose JSON text the parser already
@@ -282,8 +303,13 @@ def _runs_insert(runs: list[BenchmarkRun], manifest_json: list[str | None]) -> N
     stamped = {
         f.attname for f in fields if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)
     }
-    prepare = [(f.attname, f.get_db_prep_save, f.attname in stamped) for f in fields]
+    # A str, int, float, bool or None is what get_db_prep_save returns for it, except in a
+    # JSON column; everything else (JSON, datetimes) is prepared by its field.
+    prepare = [
+        (f.attname, f.get_db_prep_save, isinstance(f, JSONField), f.attname in stamped) for f in fields
+    ]
     database = connections[DEFAULT_DB_ALIAS]  # not the `connection` proxy: it costs a lookup per call
+    plain = (str, int, float, bool, type(None))
     manifest = next(i for i, f in enumerate(fields) if f.attname == "manifest")
     if database.vendor == "postgresql":
         from psycopg.types.json import Jsonb
@@ -295,11 +321,15 @@ def _runs_insert(runs: list[BenchmarkRun], manifest_json: list[str | None]) -> N
         def stored(text):
             return text
 
+    def value(run, name, save, is_json, is_stamp):
+        value = now if is_stamp else getattr(run, name)
+        return value if type(value) in plain and not is_json else save(value, database)
+
     def values(run, text):
-        row = [save(now if is_stamp else getattr(run, name), database) for name, save, is_stamp in prepare]
-        if text is not None:
-            row[manifest] = stored(text)
-        return row
+        return [
+            stored(text) if i == manifest and text is not None else value(run, *field)
+            for i, field in enumerate(prepare)
+        ]
 
     table = BenchmarkRun._meta.db_table
     columns = ", ".join(database.ops.quote_name(f.column) for f in fields)
@@ -318,7 +348,7 @@ def _runs_insert(runs: list[BenchmarkRun], manifest_json: list[str | None]) -> N
             cursor.executemany(sql, [values(run, text) for run, text in batch])
 
 
-def _runs_supersede(existing: _Existing, new_runs: list[BenchmarkRun]) -> dict[int, int]:
+def _runs_supersede(existing: _Existing, new_runs: list[_NewRun]) -> dict[int, int]:
     """A row upstream replaced (same upstream key, new timestamp or version) supersedes the run
     it replaced; the old run stays, with everything attached to it. Sets `superseded_by_id` on
     the new runs that are not the newest of their key; returns {existing run pk: newest pk}."""
@@ -390,7 +420,7 @@ def _ranks_after_import(existing, new_runs, restored, withdrawn, superseded) -> 
         members.append((run, run.comparison_key, run.median, run.superseded_by_id is None, None, None))
     updates = {}
     for member, (rank, size) in _ranks_decide(members).items():
-        if isinstance(member, BenchmarkRun):
+        if isinstance(member, _NewRun):
             member.rank, member.group_size = rank, size
         else:
             updates[member] = (rank, size)
