@@ -43,22 +43,60 @@ def canonical_bytes(document) -> bytes:
     assembled by the RFC's structural rules from its members, each taking the same test, down to
     the scalars, which `rfc8785` prints. A run's import computes three digests; this keeps them
     in C for nearly every row (docs/performance.md has the figures)."""
+    return canonical_bytes_and_plain(document)[0]
+
+
+def canonical_bytes_and_plain(document, parts: dict | None = None) -> tuple[bytes, bool]:
+    """`canonical_bytes(document)`, and whether they are also the C encoder's own text
+    (`plain_json`), which can then be stored as the document's JSON as it is.
+
+    `parts` maps placeholder strings to (canonical bytes, plain) of the documents they stand
+    for: a string value of `document` equal to a placeholder is replaced by that document.
+    RFC 8785 orders an object's members by key alone, so a member's bytes do not depend on its
+    neighbours, and a document that many others contain is serialised once. Placeholders must be
+    strings no other value of `document` contains (the importer's hold a NUL character)."""
+    if parts and isinstance(document, str) and document in parts:
+        return parts[document]
     try:
-        text = json.dumps(
-            document, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
-        )
+        text = plain_json(document)
     except (TypeError, ValueError):
-        return rfc8785.dumps(document)  # the reference serialiser raises its precise error
+        return rfc8785.dumps(document), False  # the reference serialiser raises its precise error
     if _c_encoder_is_canonical(text):
-        return text.encode("utf-8")
+        data = text.encode("utf-8")
+        if not parts:
+            return data, True
+        pattern, placeholders = _tokens(tuple(parts))
+        used = []  # one pass over this text only: a part may itself contain a placeholder's text
+
+        def part(match):
+            used.append(parts[placeholders[match[0]]])
+            return used[-1][0]
+
+        return pattern.sub(part, data), all(plain for _, plain in used)
     if isinstance(document, dict):
         if not all(isinstance(key, str) for key in document):
-            return rfc8785.dumps(document)  # which refuses it, as RFC 8785 does
+            return rfc8785.dumps(document), False  # which refuses it, as RFC 8785 does
         members = sorted(document.items(), key=lambda item: item[0].encode("utf-16-be"))
-        return b"{" + b",".join(_scalar_bytes(k) + b":" + canonical_bytes(v) for k, v in members) + b"}"
+        return (
+            b"{"
+            + b",".join(_scalar_bytes(k) + b":" + canonical_bytes_and_plain(v, parts)[0] for k, v in members)
+            + b"}",
+            False,
+        )
     if isinstance(document, list | tuple):
-        return b"[" + b",".join(canonical_bytes(v) for v in document) + b"]"
-    return _scalar_bytes(document)
+        return b"[" + b",".join(canonical_bytes_and_plain(v, parts)[0] for v in document) + b"]", False
+    return _scalar_bytes(document), False
+
+
+@lru_cache(maxsize=16)
+def _tokens(placeholders: tuple[str, ...]) -> tuple[re.Pattern, dict[bytes, str]]:
+    """A pattern finding the placeholders' JSON text, and the placeholder of each text."""
+    tokens = {json.dumps(p).encode("ascii"): p for p in placeholders}
+    return re.compile(b"|".join(re.escape(token) for token in tokens)), tokens
+
+
+def plain_json(document) -> str:
+    return json.dumps(document, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False)
 
 
 @lru_cache(maxsize=65536, typed=True)  # typed: True, 1 and 1.0 are different JSON
@@ -68,6 +106,16 @@ def _scalar_bytes(value) -> bytes:
 
 def digest(document) -> str:
     return "sha256:" + hashlib.sha256(canonical_bytes(document)).hexdigest()
+
+
+def digest_of_strings(values: list[str]) -> str:
+    """`digest(values)` for a list of strings, without the checks for numbers and key order a
+    list of strings cannot need: RFC 8785 escapes strings as `json` does, so only characters
+    beyond the BMP's low range (surrogates) are left to the full path."""
+    text = json.dumps(values, ensure_ascii=False, separators=(",", ":"))
+    if not text.isascii() and _WIDE.search(text):
+        return digest(values)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def file_digest(data: bytes) -> str:

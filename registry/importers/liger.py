@@ -5,6 +5,7 @@ Parsing touches no database: it either returns every row as a `LigerRow`, or rai
 """
 
 import csv
+import hashlib
 import io
 import json
 import math
@@ -95,6 +96,15 @@ class LigerFormatError(ValueError):
 
 
 @dataclass(frozen=True)
+class KnownRow:
+    """A row whose key (`row_key`) matches a run already in the registry: parsing it again would
+    give that run's manifest and digest, so it is not parsed again."""
+
+    line: int
+    external_id: str
+
+
+@dataclass(frozen=True)
 class LigerRow:
     line: int
     kernel: dict
@@ -103,6 +113,9 @@ class LigerRow:
     protocol: dict
     environment: dict
     run: dict
+    # The manifest's canonical JSON where it is also json.dumps's text (nearly always): the
+    # importer stores it as it is instead of serialising the manifest again.
+    manifest_json: str | None = None
 
 
 def variant_of(filename: str) -> str:
@@ -113,7 +126,9 @@ def variant_of(filename: str) -> str:
     return match["variant"] if match else ""
 
 
-def parse_file(data: bytes, *, variant: str = "") -> list[LigerRow]:
+def parse_file(data: bytes, *, variant: str = "", known: dict | None = None) -> list:
+    """Every data row as a `LigerRow`, or as a `KnownRow` where its `row_key` is in `known`
+    (a mapping of row keys to the external ids of runs already imported)."""
     text = _decode(data)
     reader = csv.reader(io.StringIO(text, newline=""))
     header = next(reader, None)
@@ -123,15 +138,17 @@ def parse_file(data: bytes, *, variant: str = "") -> list[LigerRow]:
     if missing:
         raise LigerFormatError(f"missing column(s): {', '.join(missing)}", line=1)
     index = {name: header.index(name) for name in COLUMNS}
-    rows, seen = [], {}
+    rows, seen, specs = [], {}, {}
     for cells in reader:
         line = reader.line_num
         if not any(cell.strip() for cell in cells):
             continue
         if len(cells) != len(header):
             raise LigerFormatError(f"expected {len(header)} fields, found {len(cells)}", line=line)
-        row = _parse_row(line, {name: cells[i] for name, i in index.items()}, variant)
-        external_id = row.run["external_id"]
+        raw = {name: cells[i] for name, i in index.items()}
+        external_id = known.get(row_key(raw, variant)) if known else None
+        row = KnownRow(line, external_id) if external_id else _parse_row(line, raw, variant, specs)
+        external_id = row.external_id if external_id else row.run["external_id"]
         if external_id in seen:
             raise LigerFormatError(
                 f"duplicate row: same key as line {seen[external_id]} ({external_id})", line=line
@@ -141,6 +158,59 @@ def parse_file(data: bytes, *, variant: str = "") -> list[LigerRow]:
     if not rows:
         raise LigerFormatError("the file has a header but no data rows", line=2)
     return rows
+
+
+# --- the re-import key -----------------------------------------------------------------------------
+# A run is a function of its row's cells: the eight the upstream key hashes (raw), the unit, sweep
+# label, timestamp and version (stripped) and the three values (as floats). `row_key` reads these
+# from the CSV row, `run_key` from the stored run; where they are equal the row parses to exactly
+# that run again (same manifest, same digest), so an unchanged row costs one sha256 of a short
+# list instead of a manifest and three canonical-JSON digests. A row that differs in any way, even
+# in whitespace or in how it writes a number, is parsed in full, as before.
+UPSTREAM_KEY_COLUMNS = (
+    "kernel_name",
+    "kernel_provider",
+    "kernel_operation_mode",
+    "metric_name",
+    "x_name",
+    "x_value",
+    "extra_benchmark_config_str",
+    "gpu_name",
+)
+TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S"
+
+
+def upstream_key(raw: dict, variant: str) -> str:
+    return digests.digest_of_strings([raw[c] for c in UPSTREAM_KEY_COLUMNS] + ([variant] if variant else []))
+
+
+def row_key(raw: dict, variant: str) -> tuple | None:
+    try:
+        values = tuple(repr(float(raw[c])) for c in ("y_value_50", "y_value_20", "y_value_80"))
+    except ValueError:
+        return None  # not a number: the full parse names the column
+    return (
+        upstream_key(raw, variant),
+        raw["metric_unit"].strip(),
+        raw["x_label"].strip(),
+        *values,
+        raw["timestamp"].strip(),
+        raw["liger_version"].strip(),
+    )
+
+
+def run_key(*, upstream_key, unit, x_label, median, p20, p80, observed_at, liger_version) -> tuple:
+    """`row_key` of the row a stored run was imported from (observed_at in UTC)."""
+    return (
+        upstream_key,
+        unit,
+        x_label,
+        repr(median),
+        repr(p20),
+        repr(p80),
+        observed_at.astimezone(UTC).strftime(TIMESTAMP_FORMAT),
+        liger_version,
+    )
 
 
 def _decode(data: bytes) -> str:
@@ -155,7 +225,8 @@ def _decode(data: bytes) -> str:
         # No database text column can hold it, and no real CSV has one.
         offset = text.index("\x00")
         raise LigerFormatError(
-            f"a NUL character at offset {offset}; this is not a text CSV", line=text.count("\n", 0, offset) + 1
+            f"a NUL character at offset {offset}; this is not a text CSV",
+            line=text.count("\n", 0, offset) + 1,
         )
     return text
 
@@ -177,7 +248,11 @@ def _required(raw: dict, name: str, line: int) -> str:
     return value
 
 
-def _parse_row(line: int, raw: dict, variant: str) -> LigerRow:
+def _parse_row(line: int, raw: dict, variant: str, specs: dict | None = None) -> LigerRow:
+    """One row, validated. `specs` is the file's cache of what many rows share (the spec
+    documents, their digests and database rows, comparison keys), so each distinct one is built
+    and hashed once per file; the row is checked column by column, in the same order, either way."""
+    specs = {} if specs is None else specs
     kernel = _required(raw, "kernel_name", line)
     provider = _required(raw, "kernel_provider", line)
     mode = _required(raw, "kernel_operation_mode", line)
@@ -202,61 +277,51 @@ def _parse_row(line: int, raw: dict, variant: str) -> LigerRow:
     observed_at = _timestamp(_required(raw, "timestamp", line), line)
     x_name = _required(raw, "x_name", line)
     x_raw = _required(raw, "x_value", line)
-    x_value = _x_value(x_raw)
-    config = _config(raw["extra_benchmark_config_str"], line)
-    dtype = _dtype(config, line)
+    config_text = raw["extra_benchmark_config_str"]
+    config, dtype = _cached(specs, ("config", config_text), lambda: _config_and_dtype(config_text, line))
+    x_label = raw["x_label"].strip()
+    liger_version = raw["liger_version"].strip()
 
-    parameters = {k: v for k, v in config.items() if k != "dtype"}
-    parameters[x_name] = x_value if x_value is not None else x_raw
-    workload_spec = {
-        "kernel": kernel,
-        "parameters": parameters,
-        "dtype": dtype or None,
-        "sweep": {"name": x_name, "label": raw["x_label"].strip()},
-        "tensors": catalog.tensors_for(kernel, parameters, dtype),
-    }
-    workload_digest = _spec_digest(workload_spec)
-    slug = _workload_slug(parameters, dtype)
-    if x_value is None and _numeric_parameters(parameters):
-        slug = _named_sweep_slug(slug, x_raw)
-    environment_spec = _environment_spec(gpu_name)
-    environment_digest = _spec_digest(environment_spec)
-    protocol_spec = PROTOCOLS[metric]
-    protocol_digest = _spec_digest(protocol_spec)
-    implementation_spec = _implementation_spec(kernel, provider, raw["liger_version"].strip(), config)
-    implementation_digest = _spec_digest(implementation_spec)
-    gpu_slug = slugify(gpu_name)
-    comparison_key = digests.comparison_key(
-        kernel=kernel,
-        operation_mode=mode,
-        metric=metric,
-        workload_digest=workload_digest,
-        family=protocol_spec["comparabilityFamily"],
-        gpu=environment_spec["product"],
+    workload = _cached(
+        specs,
+        ("workload", kernel, config_text, x_name, x_raw, x_label),
+        lambda: _workload(kernel, config, dtype, x_name, x_raw, x_label),
+    )
+    environment = _cached(specs, ("environment", gpu_name), lambda: _environment(gpu_name))
+    protocol = _cached(specs, ("protocol", metric), lambda: _protocol(metric))
+    implementation = _cached(
+        specs,
+        ("implementation", kernel, provider, liger_version, config_text),
+        lambda: _implementation(kernel, provider, liger_version, config),
+    )
+    workload_digest = workload["digest"]
+    comparison_key = _cached(
+        specs,
+        ("comparison", kernel, mode, metric, workload_digest, environment["product"]),
+        lambda: digests.comparison_key(
+            kernel=kernel,
+            operation_mode=mode,
+            metric=metric,
+            workload_digest=workload_digest,
+            family=protocol["comparability_family"],
+            gpu=environment["product"],
+        ),
     )
     pass_segment = mode if metric == "latency" else f"{mode}-{metric}"
     external_id = "/".join(
-        [kernel, pass_segment, provider, gpu_slug, slug, observed_at.strftime("%Y-%m-%d-%H-%M-%S")]
-    )
-    upstream_key = digests.digest(
         [
-            raw[c]
-            for c in (
-                "kernel_name",
-                "kernel_provider",
-                "kernel_operation_mode",
-                "metric_name",
-                "x_name",
-                "x_value",
-                "extra_benchmark_config_str",
-                "gpu_name",
-            )
+            kernel,
+            pass_segment,
+            provider,
+            environment["slug"],
+            workload["slug"],
+            observed_at.strftime("%Y-%m-%d-%H-%M-%S"),
         ]
-        + ([variant] if variant else [])
     )
+    upstream = upstream_key(raw, variant)
     # The release a run came from is on its first import, not in its manifest: a later release
     # lists the same row again, and the same row must keep the same digest.
-    labels = {"liger_version": raw["liger_version"].strip()}
+    labels = {"liger_version": liger_version}
     if variant:
         labels["variant"] = variant
     source_metrics = {f"{unit}_20": y20, f"{unit}_50": y50, f"{unit}_80": y80}
@@ -272,7 +337,7 @@ def _parse_row(line: int, raw: dict, variant: str) -> LigerRow:
         "source_status": "passed",
         "correctness_note": "Passed, as asserted by the source; its correctness policy was not published.",
         "external_id": external_id,
-        "upstream_key": upstream_key,
+        "upstream_key": upstream,
         "labels": labels,
         "comparison_key": comparison_key,
     }
@@ -280,65 +345,151 @@ def _parse_row(line: int, raw: dict, variant: str) -> LigerRow:
         run=run,
         kernel=kernel,
         source=SOURCE,
-        implementation=(implementation_spec, implementation_digest),
-        workload=(workload_spec, workload_digest),
-        protocol=(protocol_spec, protocol_digest),
-        environment=(environment_spec, environment_digest, gpu_slug),
+        implementation=(implementation["spec"], implementation["digest"]),
+        workload=(workload["spec"], workload_digest),
+        protocol=(protocol["spec"], protocol["digest"]),
+        environment=(environment["spec"], environment["digest"], environment["slug"]),
     )
     run["manifest"] = manifest
-    run["digest"] = digests.digest(manifest)
+    canonical, plain = _manifest_canonical(manifest, specs)
+    run["digest"] = "sha256:" + hashlib.sha256(canonical).hexdigest()
     return LigerRow(
         line=line,
-        kernel={
-            "slug": kernel,
-            "name": catalog.KERNEL_NAMES.get(kernel, kernel.replace("_", " ").capitalize()),
-        },
-        implementation={
-            "provider": provider,
-            "project": implementation_spec["project"],
-            "project_url": implementation_spec["projectUrl"],
-            "revision": implementation_spec["revision"],
-            "description": implementation_spec["description"],
-            "spec": implementation_spec,
-            "digest": implementation_digest,
-        },
-        workload={
-            "parameters": parameters,
-            "tensors": workload_spec["tensors"],
-            "dtype": dtype,
-            "x_name": x_name,
-            "x_label": raw["x_label"].strip(),
-            "x_value": x_value,
-            "slug": slug,
-            "summary": _workload_summary(parameters, x_name, dtype),
-            "reference_asserted": False,
-            "spec": workload_spec,
-            "digest": workload_digest,
-        },
-        protocol={
-            "slug": slugify(protocol_spec["name"]),
-            "name": protocol_spec["name"],
-            "harness": protocol_spec["harness"],
-            "harness_repository": protocol_spec["harnessRepository"],
-            "timer": protocol_spec["timer"],
-            "statistic": protocol_spec["statistic"],
-            "comparability_family": protocol_spec["comparabilityFamily"],
-            "notes": protocol_spec["notes"],
-            "spec": protocol_spec,
-            "digest": protocol_digest,
-        },
-        environment={
-            "slug": gpu_slug,
-            "vendor": environment_spec["vendor"],
-            "product": environment_spec["product"],
-            "form_factor": environment_spec["formFactor"],
-            "architecture": environment_spec["architecture"],
-            "software": environment_spec["software"],
-            "spec": environment_spec,
-            "digest": environment_digest,
-        },
+        kernel=_cached(specs, ("kernel", kernel), lambda: _kernel(kernel)),
+        implementation=implementation,
+        workload=workload,
+        protocol=protocol,
+        environment=environment,
         run=run,
+        manifest_json=canonical.decode("utf-8") if plain else None,
     )
+
+
+# The manifest's four spec documents, each shared by many runs, stand in its serialisation as
+# these strings: nothing else in it can hold a NUL (the CSV cannot; config values are in the parts).
+_PARTS = {name: f"\x00{name}\x00" for name in ("implementation", "workload", "protocol", "environment")}
+
+
+def _manifest_canonical(manifest: dict, specs: dict) -> tuple[bytes, bool]:
+    """The manifest's canonical bytes, its shared spec documents serialised once per file."""
+    run_item, protocol_item, environment_item = manifest["items"]
+    spec = run_item["spec"]
+    skeleton = {
+        **manifest,
+        "items": [
+            {
+                **run_item,
+                "spec": {**spec, "implementation": _PARTS["implementation"], "workload": _PARTS["workload"]},
+            },
+            _PARTS["protocol"],
+            _PARTS["environment"],
+        ],
+    }
+    documents = {
+        "implementation": (spec["implementation"]["digest"], spec["implementation"]),
+        "workload": (spec["workload"]["digest"], spec["workload"]),
+        "protocol": (protocol_item["metadata"]["digest"], protocol_item),
+        "environment": (
+            environment_item["metadata"]["digest"] + environment_item["metadata"]["name"],
+            environment_item,
+        ),
+    }
+    parts = {
+        _PARTS[name]: _cached(
+            specs, ("canonical", name, key), lambda d=document: digests.canonical_bytes_and_plain(d)
+        )
+        for name, (key, document) in documents.items()
+    }
+    return digests.canonical_bytes_and_plain(skeleton, parts)
+
+
+def _cached(specs: dict, key: tuple, build):
+    try:
+        return specs[key]
+    except KeyError:
+        value = specs[key] = build()
+        return value
+
+
+def _config_and_dtype(text: str, line: int) -> tuple[dict, str]:
+    config = _config(text, line)
+    return config, _dtype(config, line)
+
+
+def _kernel(kernel: str) -> dict:
+    return {"slug": kernel, "name": catalog.KERNEL_NAMES.get(kernel, kernel.replace("_", " ").capitalize())}
+
+
+def _workload(kernel, config, dtype, x_name, x_raw, x_label) -> dict:
+    x_value = _x_value(x_raw)
+    parameters = {k: v for k, v in config.items() if k != "dtype"}
+    parameters[x_name] = x_value if x_value is not None else x_raw
+    spec = {
+        "kernel": kernel,
+        "parameters": parameters,
+        "dtype": dtype or None,
+        "sweep": {"name": x_name, "label": x_label},
+        "tensors": catalog.tensors_for(kernel, parameters, dtype),
+    }
+    slug = _workload_slug(parameters, dtype)
+    if x_value is None and _numeric_parameters(parameters):
+        slug = _named_sweep_slug(slug, x_raw)
+    return {
+        "parameters": parameters,
+        "tensors": spec["tensors"],
+        "dtype": dtype,
+        "x_name": x_name,
+        "x_label": x_label,
+        "x_value": x_value,
+        "slug": slug,
+        "summary": _workload_summary(parameters, x_name, dtype),
+        "reference_asserted": False,
+        "spec": spec,
+        "digest": _spec_digest(spec),
+    }
+
+
+def _environment(gpu_name: str) -> dict:
+    spec = _environment_spec(gpu_name)
+    return {
+        "slug": slugify(gpu_name),
+        "vendor": spec["vendor"],
+        "product": spec["product"],
+        "form_factor": spec["formFactor"],
+        "architecture": spec["architecture"],
+        "software": spec["software"],
+        "spec": spec,
+        "digest": _spec_digest(spec),
+    }
+
+
+def _protocol(metric: str) -> dict:
+    spec = PROTOCOLS[metric]
+    return {
+        "slug": slugify(spec["name"]),
+        "name": spec["name"],
+        "harness": spec["harness"],
+        "harness_repository": spec["harnessRepository"],
+        "timer": spec["timer"],
+        "statistic": spec["statistic"],
+        "comparability_family": spec["comparabilityFamily"],
+        "notes": spec["notes"],
+        "spec": spec,
+        "digest": _spec_digest(spec),
+    }
+
+
+def _implementation(kernel, provider, liger_version, config) -> dict:
+    spec = _implementation_spec(kernel, provider, liger_version, config)
+    return {
+        "provider": provider,
+        "project": spec["project"],
+        "project_url": spec["projectUrl"],
+        "revision": spec["revision"],
+        "description": spec["description"],
+        "spec": spec,
+        "digest": _spec_digest(spec),
+    }
 
 
 def build_manifest(*, run, kernel, source, implementation, workload, protocol, environment) -> dict:
@@ -406,9 +557,14 @@ def _spec_digest(spec: dict) -> str:
     return _digest_of_json(json.dumps(spec, sort_keys=True))
 
 
+_TIMESTAMP = re.compile(r"(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)", re.ASCII)
+
+
 def _timestamp(value: str, line: int) -> datetime:
     try:
-        return datetime.strptime(value, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+        if match := _TIMESTAMP.fullmatch(value):  # what strptime would read, without its cost
+            return datetime(*map(int, match.groups()), tzinfo=UTC)
+        return datetime.strptime(value, TIMESTAMP_FORMAT).replace(tzinfo=UTC)
     except ValueError:
         raise LigerFormatError(
             f"{value!r} is not a timestamp of the form YYYY-MM-DD HH:MM:SS", line=line, column="timestamp"

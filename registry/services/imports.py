@@ -3,8 +3,11 @@
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import NamedTuple
 
-from django.db import transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db.models import JSONField
+from django.db.models.fields.json import KT
 from django.utils import timezone
 
 from registry import digests
@@ -65,8 +68,10 @@ def liger_import(
     except OSError as exc:
         raise ImportRejected(f"{path}: cannot read the file ({exc.strerror})") from None
     try:
-        rows = liger.parse_file(data, variant=liger.variant_of(path.name))
         source = _source_get_or_create(liger.SOURCE)
+        variant = liger.variant_of(path.name)
+        existing = _runs_existing(source)
+        rows = liger.parse_file(data, variant=variant, known=existing.by_row_key)
         record = SourceImport.objects.create(
             source=source,
             filename=path.name,
@@ -74,7 +79,9 @@ def liger_import(
             release=release,
             rows=len(rows),
         )
-        summary = _runs_sync(source=source, rows=rows, record=record, progress=progress)
+        summary = _runs_sync(
+            source=source, rows=rows, record=record, existing=existing, variant=variant, progress=progress
+        )
     except liger.LigerFormatError as exc:
         raise ImportRejected(f"{path.name}: {exc}") from None
     for field, value in summary.as_dict().items():
@@ -90,66 +97,99 @@ def _source_get_or_create(spec: dict) -> Source:
     return source
 
 
-def _runs_sync(*, source, rows, record, progress) -> ImportSummary:
+class _Known(NamedTuple):
+    """What an import needs to know of a run already in the registry."""
+
+    pk: int
+    digest: str
+    withdrawn: bool
+    superseded_by_id: int | None
+    upstream_key: str
+    comparison_key: str
+    variant: str | None  # labels["variant"]: the suite (file) the run belongs to
+
+
+@dataclass
+class _Existing:
+    by_external_id: dict[str, _Known]
+    by_row_key: dict[tuple, str]
+
+
+def _runs_existing(source: Source) -> _Existing:
+    """Every run of the source, in one query, by external id and by `liger.run_key`."""
+    by_external_id, by_row_key = {}, {}
+    columns = ("external_id", "unit", "median", "p20", "p80", "observed_at", "workload__x_label", "version")
+    runs = BenchmarkRun.objects.filter(source=source).annotate(
+        variant=KT("labels__variant"), version=KT("labels__liger_version")
+    )
+    for values in runs.values_list(*_Known._fields, *columns):
+        known = _Known(*values[: len(_Known._fields)])
+        external_id, unit, median, p20, p80, observed_at, x_label, version = values[len(_Known._fields) :]
+        by_external_id[external_id] = known
+        key = liger.run_key(
+            upstream_key=known.upstream_key,
+            unit=unit,
+            x_label=x_label,
+            median=median,
+            p20=p20,
+            p80=p80,
+            observed_at=observed_at,
+            liger_version=version,
+        )
+        by_row_key[key] = external_id
+    return _Existing(by_external_id, by_row_key)
+
+
+def _runs_sync(*, source, rows, record, existing, variant, progress) -> ImportSummary:
     summary = ImportSummary(rows=len(rows))
-    kernels = _kernels_ensure(rows)
-    specs = {
-        model: _specs_ensure(model, rows, attribute, kernels)
-        for model, attribute in (
-            (Implementation, "implementation"),
-            (Workload, "workload"),
-            (Protocol, "protocol"),
-            (Environment, "environment"),
-        )
-    }
-    existing = {
-        external_id: (pk, digest, withdrawn)
-        for external_id, pk, digest, withdrawn in BenchmarkRun.objects.filter(source=source).values_list(
-            "external_id", "pk", "digest", "withdrawn"
-        )
-    }
-    new_runs, restored, listed = [], [], set()
+    new_rows, restored, listed = [], [], set()
     for done, row in enumerate(rows, start=1):
-        run = row.run
-        listed.add(run["external_id"])
-        known = existing.get(run["external_id"])
+        if isinstance(row, liger.KnownRow):
+            external_id = row.external_id
+            known = existing.by_external_id[external_id]
+        else:
+            external_id = row.run["external_id"]
+            known = existing.by_external_id.get(external_id)
+        listed.add(external_id)
         if known is None:
-            new_runs.append(_run_build(row, source, record, kernels, specs))
-        elif known[1] != run["digest"]:
+            new_rows.append(row)
+        elif isinstance(row, liger.LigerRow) and known.digest != row.run["digest"]:
             raise liger.LigerFormatError(
-                f"run {run['external_id']} is already published with other values; "
+                f"run {external_id} is already published with other values; "
                 "a changed row needs a new timestamp",
                 line=row.line,
             )
         else:
             summary.unchanged += 1
-            if known[2]:
-                restored.append(known[0])
+            if known.withdrawn:
+                restored.append(known.pk)
         if progress and done % 100 == 0:
             progress(100)
     if progress:
         progress(len(rows) % 100)
-    BenchmarkRun.objects.bulk_create(new_runs, batch_size=BATCH_SIZE)
+    new_runs = _runs_build(new_rows, source, record)
+    superseded = _runs_supersede(existing, new_runs)
+    withdrawn = _runs_to_withdraw(existing, listed, variant, superseded)
+    ranks = _ranks_after_import(existing, new_runs, restored, withdrawn, superseded)
+    _runs_insert(new_runs, [row.manifest_json for row in new_rows])
     summary.created = len(new_runs)
-    if restored:
-        summary.restored = BenchmarkRun.objects.filter(pk__in=restored).update(
-            withdrawn=False, withdrawn_at=None
-        )
-    summary.superseded = _runs_supersede(source, new_runs)
-    summary.withdrawn = _runs_withdraw(source, _same_variant(source, existing, rows), listed)
-    changed_keys = {r.comparison_key for r in new_runs}
-    if summary.superseded or summary.withdrawn or restored:
-        changed_keys = None  # cheaper to re-rank every group of the source than to track them
-    groups_rerank(keys=changed_keys, source=source)
+    summary.restored = _update_in_batches(restored, withdrawn=False, withdrawn_at=None)
+    _superseded_by_write(superseded)
+    summary.superseded = len(superseded) + sum(1 for run in new_runs if run.superseded_by_id)
+    summary.withdrawn = _update_in_batches(withdrawn, withdrawn=True, withdrawn_at=timezone.now())
+    _ranks_write(ranks)
     return summary
 
 
 def _kernels_ensure(rows) -> dict[str, Kernel]:
     wanted = {row.kernel["slug"]: row.kernel for row in rows}
+    if not wanted:
+        return {}
     kernels = {k.slug: k for k in Kernel.objects.filter(slug__in=wanted)}
     missing = [Kernel(**spec) for slug, spec in wanted.items() if slug not in kernels]
-    Kernel.objects.bulk_create(missing, batch_size=BATCH_SIZE)
-    kernels.update({k.slug: k for k in Kernel.objects.filter(slug__in=[k.slug for k in missing])})
+    if missing:
+        Kernel.objects.bulk_create(missing, batch_size=BATCH_SIZE)
+        kernels.update({k.slug: k for k in Kernel.objects.filter(slug__in=[k.slug for k in missing])})
     return kernels
 
 
@@ -159,78 +199,270 @@ def _specs_ensure(model, rows, attribute, kernels) -> dict[str, object]:
     for row in rows:
         spec = getattr(row, attribute)
         wanted.setdefault(spec["digest"], (spec, row.kernel["slug"]))
-    found = {obj.digest: obj for obj in model.objects.filter(digest__in=wanted)}
+    if not wanted:
+        return {}
+    found = {}
+    digests_wanted = list(wanted)
+    for start in range(0, len(digests_wanted), BATCH_SIZE):
+        chunk = digests_wanted[start : start + BATCH_SIZE]
+        found.update({obj.digest: obj for obj in model.objects.filter(digest__in=chunk)})
     with_kernel = model in (Implementation, Workload)
     missing = [
         model(**spec, **({"kernel": kernels[kernel]} if with_kernel else {}))
         for digest, (spec, kernel) in wanted.items()
         if digest not in found
     ]
+    # bulk_create sets primary keys on PostgreSQL and on SQLite (RETURNING) alike.
     model.objects.bulk_create(missing, batch_size=BATCH_SIZE)
-    found.update({obj.digest: obj for obj in model.objects.filter(digest__in=[m.digest for m in missing])})
+    found.update({obj.digest: obj for obj in missing})
     return found
 
 
-def _run_build(row, source, record, kernels, specs) -> BenchmarkRun:
-    return BenchmarkRun(
-        source=source,
-        first_import=record,
-        kernel=kernels[row.kernel["slug"]],
-        implementation=specs[Implementation][row.implementation["digest"]],
-        workload=specs[Workload][row.workload["digest"]],
-        protocol=specs[Protocol][row.protocol["digest"]],
-        environment=specs[Environment][row.environment["digest"]],
-        **row.run,
-    )
-
-
-def _runs_supersede(source, new_runs) -> int:
-    """A row upstream replaced (same upstream key, new timestamp or version) supersedes the run
-    it replaced; the old run stays, with everything attached to it."""
-    newest = {}
-    for run in sorted(new_runs, key=lambda r: r.observed_at):
-        newest[run.upstream_key] = run.external_id
-    if not newest:
-        return 0
-    new_ids = dict(
-        BenchmarkRun.objects.filter(external_id__in=newest.values()).values_list("external_id", "pk")
-    )
-    replaced = (
-        BenchmarkRun.objects.filter(source=source, upstream_key__in=newest, superseded_by__isnull=True)
-        .exclude(external_id__in=newest.values())
-        .values_list("pk", "upstream_key", "observed_at")
-    )
-    updates = []
-    for pk, upstream_key, _observed_at in replaced:
-        updates.append(BenchmarkRun(pk=pk, superseded_by_id=new_ids[newest[upstream_key]]))
-    BenchmarkRun.objects.bulk_update(updates, ["superseded_by"], batch_size=BATCH_SIZE)
-    return len(updates)
-
-
-def _runs_withdraw(source, existing, listed) -> int:
-    """Rows the source no longer lists are marked withdrawn, never deleted; a run already
-    replaced by a newer row counts as superseded, not withdrawn."""
-    gone = [
-        pk
-        for external_id, (pk, _, withdrawn) in existing.items()
-        if external_id not in listed and not withdrawn
+def _runs_build(rows, source, record) -> list["_NewRun"]:
+    """The new runs, unsaved, with their primary keys already taken, so that supersession and
+    ranks are decided before a single row is written, and written with it."""
+    if not rows:
+        return []
+    kernels = _kernels_ensure(rows)
+    specs = {
+        attribute: {digest: obj.pk for digest, obj in _specs_ensure(model, rows, attribute, kernels).items()}
+        for model, attribute in (
+            (Implementation, "implementation"),
+            (Workload, "workload"),
+            (Protocol, "protocol"),
+            (Environment, "environment"),
+        )
+    }
+    pks = _run_pks_take(len(rows))
+    defaults = _NewRun.defaults()
+    return [
+        _NewRun(
+            {
+                **defaults,
+                "id": pk,
+                "source_id": source.pk,
+                "first_import_id": record.pk,
+                "kernel_id": kernels[row.kernel["slug"]].pk,
+                "implementation_id": specs["implementation"][row.implementation["digest"]],
+                "workload_id": specs["workload"][row.workload["digest"]],
+                "protocol_id": specs["protocol"][row.protocol["digest"]],
+                "environment_id": specs["environment"][row.environment["digest"]],
+                **row.run,
+            }
+        )
+        for pk, row in zip(pks, rows, strict=True)
     ]
-    count = 0
-    for start in range(0, len(gone), BATCH_SIZE):
-        count += BenchmarkRun.objects.filter(
-            pk__in=gone[start : start + BATCH_SIZE], superseded_by__isnull=True
-        ).update(withdrawn=True, withdrawn_at=timezone.now())
-    return count
 
 
-def _same_variant(source, existing: dict, rows) -> dict:
-    """The runs a file speaks for: those of its own suite (variant). all_benchmark_data.csv does
-    not withdraw the runs of all_benchmark_data_cutile.csv, nor the other way round."""
-    variant = rows[0].run["labels"].get("variant", "")
-    runs = BenchmarkRun.objects.filter(source=source)
-    runs = runs.filter(labels__variant=variant) if variant else runs.exclude(labels__has_key="variant")
-    ours = set(runs.values_list("external_id", flat=True))
-    return {external_id: known for external_id, known in existing.items() if external_id in ours}
+class _NewRun:
+    """A run about to be written: its columns by attribute name. A BenchmarkRun instance cost
+    more to construct than the row costs to parse, and nothing here needs one."""
+
+    def __init__(self, columns: dict):
+        self.__dict__.update(columns)
+
+    @property
+    def pk(self) -> int:
+        return self.id
+
+    @staticmethod
+    def defaults() -> dict:
+        return {f.attname: f.get_default() for f in BenchmarkRun._meta.concrete_fields}
+
+
+def _run_pks_take(count: int) -> list[int]:
+    """Primary keys for `count` new runs. PostgreSQL hands them out from the table's sequence.
+    SQLite has one writer at a time and this transaction has already written (the import
+    record), so the keys after the highest one ever used are ours until it commits."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT nextval(pg_get_serial_sequence('registry_benchmarkrun', 'id')) "
+                "FROM generate_series(1, %s)",
+                [count],
+            )
+            return [pk for (pk,) in cursor.fetchall()]
+        cursor.execute("SELECT max(id) FROM registry_benchmarkrun")
+        highest = cursor.fetchone()[0] or 0
+        if connection.vendor == "sqlite":
+            cursor.execute("SELECT seq FROM sqlite_sequence WHERE name = 'registry_benchmarkrun'")
+            found = cursor.fetchone()
+            highest = max(highest, found[0] if found else 0)
+    return list(range(highest + 1, highest + 1 + count))
+
+
+def _runs_insert(runs: list[_NewRun], manifest_json: list[str | None]) -> None:
+    """Write the new runs, each column prepared as bulk_create prepares it: with COPY on
+    PostgreSQL, one executemany elsewhere. Django's INSERT compilation cost more than the
+    database's work here (docs/performance.md). A manifest whose JSON text the parser already
+    has (its canonical form, which is json.dumps's text with sorted keys) is not serialised again."""
+    if not runs:
+        return
+    fields = BenchmarkRun._meta.concrete_fields
+    now = timezone.now()
+    stamped = {
+        f.attname for f in fields if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)
+    }
+    # A str, int, float, bool or None is what get_db_prep_save returns for it, except in a
+    # JSON column; everything else (JSON, datetimes) is prepared by its field.
+    prepare = [
+        (f.attname, f.get_db_prep_save, isinstance(f, JSONField), f.attname in stamped) for f in fields
+    ]
+    database = connections[DEFAULT_DB_ALIAS]  # not the `connection` proxy: it costs a lookup per call
+    plain = (str, int, float, bool, type(None))
+    manifest = next(i for i, f in enumerate(fields) if f.attname == "manifest")
+    if database.vendor == "postgresql":
+        from psycopg.types.json import Jsonb
+
+        def stored(text):
+            return Jsonb(text, dumps=str)  # the text is JSON already
+    else:
+
+        def stored(text):
+            return text
+
+    def value(run, name, save, is_json, is_stamp):
+        value = now if is_stamp else getattr(run, name)
+        return value if type(value) in plain and not is_json else save(value, database)
+
+    def values(run, text):
+        return [
+            stored(text) if i == manifest and text is not None else value(run, *field)
+            for i, field in enumerate(prepare)
+        ]
+
+    table = BenchmarkRun._meta.db_table
+    columns = ", ".join(database.ops.quote_name(f.column) for f in fields)
+    with database.cursor() as cursor:
+        if database.vendor == "postgresql":
+            with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+                for run, text in zip(runs, manifest_json, strict=True):
+                    copy.write_row(values(run, text))
+            return
+        placeholders = ", ".join(["%s"] * len(fields))
+        sql = f"INSERT INTO {table} ({columns}) VALUES ({placeholders})"
+        for start in range(0, len(runs), BATCH_SIZE):
+            batch = zip(
+                runs[start : start + BATCH_SIZE], manifest_json[start : start + BATCH_SIZE], strict=True
+            )
+            cursor.executemany(sql, [values(run, text) for run, text in batch])
+
+
+def _runs_supersede(existing: _Existing, new_runs: list[_NewRun]) -> dict[int, int]:
+    """A row upstream replaced (same upstream key, new timestamp or version) supersedes the run
+    it replaced; the old run stays, with everything attached to it. Sets `superseded_by_id` on
+    the new runs that are not the newest of their key; returns {existing run pk: newest pk}."""
+    newest = {}
+    for run in sorted(new_runs, key=lambda r: r.observed_at):  # stable: later in the file wins a tie
+        newest[run.upstream_key] = run
+    for run in new_runs:
+        if newest[run.upstream_key] is not run:
+            run.superseded_by_id = newest[run.upstream_key].pk
+    return {
+        known.pk: newest[known.upstream_key].pk
+        for known in existing.by_external_id.values()
+        if known.superseded_by_id is None and known.upstream_key in newest
+    }
+
+
+def _runs_to_withdraw(existing: _Existing, listed: set, variant: str, superseded: dict) -> list[int]:
+    """Rows the source no longer lists are marked withdrawn, never deleted; a run already
+    replaced by a newer row counts as superseded, not withdrawn. A file speaks for the runs of
+    its own suite (variant) only: all_benchmark_data.csv does not withdraw the runs of
+    all_benchmark_data_cutile.csv, nor the other way round."""
+    return [
+        known.pk
+        for external_id, known in existing.by_external_id.items()
+        if external_id not in listed
+        and not known.withdrawn
+        and known.superseded_by_id is None
+        and known.pk not in superseded
+        and known.variant == (variant or None)
+    ]
+
+
+def _update_in_batches(pks: list[int], **values) -> int:
+    return sum(
+        BenchmarkRun.objects.filter(pk__in=pks[start : start + BATCH_SIZE]).update(**values)
+        for start in range(0, len(pks), BATCH_SIZE)
+    )
+
+
+def _superseded_by_write(superseded: dict[int, int]) -> None:
+    """One UPDATE … FROM (VALUES …) per batch (PostgreSQL, SQLite 3.33+): Django's bulk_update
+    builds a CASE of thousands of branches, slower than everything else an import does."""
+    items = list(superseded.items())
+    table = connection.ops.quote_name(BenchmarkRun._meta.db_table)
+    for start in range(0, len(items), BATCH_SIZE):
+        chunk = items[start : start + BATCH_SIZE]
+        rows = ", ".join(["(CAST(%s AS bigint), CAST(%s AS bigint))"] * len(chunk))
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {table} SET superseded_by_id = v.column2 FROM (VALUES {rows}) AS v "
+                f"WHERE {table}.id = v.column1",
+                [value for pair in chunk for value in pair],
+            )
+
+
+def _ranks_after_import(existing, new_runs, restored, withdrawn, superseded) -> dict[int, tuple]:
+    """Decide the ranks of every comparison group the import touches, before writing: the new
+    runs get theirs on the run itself; returns the existing runs' changes {pk: (rank, size)}."""
+    by_pk = {known.pk: known for known in existing.by_external_id.values()}
+    changed = set(restored) | set(withdrawn) | set(superseded)
+    keys = {run.comparison_key for run in new_runs} | {by_pk[pk].comparison_key for pk in changed}
+    members = []
+    for pk, key, median, withdrawn_now, superseded_by, rank, size in _group_members(keys):
+        if pk in changed:
+            withdrawn_now = (withdrawn_now or pk in withdrawn) and pk not in restored
+            superseded_by = superseded.get(pk, superseded_by)
+        members.append((pk, key, median, not withdrawn_now and superseded_by is None, rank, size))
+    for run in new_runs:
+        members.append((run, run.comparison_key, run.median, run.superseded_by_id is None, None, None))
+    updates = {}
+    for member, (rank, size) in _ranks_decide(members).items():
+        if isinstance(member, _NewRun):
+            member.rank, member.group_size = rank, size
+        else:
+            updates[member] = (rank, size)
+    return updates
+
+
+def _group_members(keys) -> list[tuple]:
+    keys = list(keys)
+    found = []
+    for start in range(0, len(keys), BATCH_SIZE):
+        found += BenchmarkRun.objects.filter(comparison_key__in=keys[start : start + BATCH_SIZE]).values_list(
+            "pk", "comparison_key", "median", "withdrawn", "superseded_by", "rank", "group_size"
+        )
+    return found
+
+
+def _ranks_decide(members) -> dict:
+    """{member: (rank, size)} for every member whose stored rank is not what it should be:
+    1 = lowest median in its comparison group, ties share a rank; runs that are not current
+    keep no rank. `members` are (member, comparison key, median, current, rank, size)."""
+    groups: dict[str, list] = {}
+    updates = {}
+    for member, key, median, current, rank, size in members:
+        if current:
+            groups.setdefault(key, []).append((member, median, rank, size))
+        elif rank is not None or size is not None:
+            updates[member] = (None, None)
+    for group in groups.values():
+        ranks = digests.competition_ranks([median for _, median, _, _ in group])
+        for (member, _, old_rank, old_size), rank in zip(group, ranks, strict=True):
+            if (old_rank, old_size) != (rank, len(group)):
+                updates[member] = (rank, len(group))
+    return updates
+
+
+def _ranks_write(updates: dict[int, tuple]) -> None:
+    """Ranks and group sizes take few distinct values: one UPDATE per (rank, size) pair."""
+    by_value: dict[tuple, list] = {}
+    for pk, value in updates.items():
+        by_value.setdefault(value, []).append(pk)
+    for (rank, size), pks in by_value.items():
+        _update_in_batches(pks, rank=rank, group_size=size)
 
 
 def groups_rerank(*, keys: Iterable[str] | None = None, source: Source | None = None) -> None:
@@ -241,28 +473,21 @@ def groups_rerank(*, keys: Iterable[str] | None = None, source: Source | None = 
         keys = list(keys)
         if not keys:
             return
-        runs = runs.filter(comparison_key__in=keys)
-    elif source is not None:
-        runs = runs.filter(
-            comparison_key__in=BenchmarkRun.objects.filter(source=source).values("comparison_key")
+        members = _group_members(keys)
+    else:
+        if source is not None:
+            runs = runs.filter(
+                comparison_key__in=BenchmarkRun.objects.filter(source=source).values("comparison_key")
+            )
+        members = runs.values_list(
+            "pk", "comparison_key", "median", "withdrawn", "superseded_by", "rank", "group_size"
         )
-    groups: dict[str, list] = {}
-    stale = []
-    for pk, key, median, withdrawn, superseded, rank, size in runs.values_list(
-        "pk", "comparison_key", "median", "withdrawn", "superseded_by", "rank", "group_size"
-    ):
-        if withdrawn or superseded:
-            if rank is not None or size is not None:
-                stale.append(BenchmarkRun(pk=pk, rank=None, group_size=None))
-        else:
-            groups.setdefault(key, []).append((pk, median, rank, size))
-    updates = stale
-    for members in groups.values():
-        ranks = digests.competition_ranks([median for _, median, _, _ in members])
-        for (pk, _, old_rank, old_size), rank in zip(members, ranks, strict=True):
-            if (old_rank, old_size) != (rank, len(members)):
-                updates.append(BenchmarkRun(pk=pk, rank=rank, group_size=len(members)))
-    BenchmarkRun.objects.bulk_update(updates, ["rank", "group_size"], batch_size=BATCH_SIZE)
+    _ranks_write(
+        _ranks_decide(
+            (pk, key, median, not withdrawn and superseded is None, rank, size)
+            for pk, key, median, withdrawn, superseded, rank, size in members
+        )
+    )
 
 
 def bundled_data_load(*, progress=None) -> dict[str, ImportSummary]:

@@ -1,16 +1,20 @@
 """The fast canonical JSON path (registry.digests.canonical_bytes) is byte-for-byte RFC 8785."""
 
 import hashlib
+import json
 import math
+from pathlib import Path
 
 import pytest
 import rfc8785
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench import generate
 from registry import digests
 from registry.importers import liger
 from registry.services import BUNDLED_LIGER_CSV
+from tests.registry.csvdata import bundled_rows, write_csv
 
 # Floats that print differently in Python and ECMAScript, and strings that sort differently by
 # UTF-16 code unit and by code point, are what the fast path must notice.
@@ -38,6 +42,14 @@ class TestCanonicalBytesMatchTheReferenceSerialiser:
     def test_any_json_document_gives_the_reference_bytes(self, document):
         assert digests.canonical_bytes(document) == rfc8785.dumps(document)
 
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(texts, max_size=9))
+    def test_a_list_of_strings_gives_the_reference_digest(self, values):
+        # the upstream key of every row, hashed without the general checks
+        assert (
+            digests.digest_of_strings(values) == "sha256:" + hashlib.sha256(rfc8785.dumps(values)).hexdigest()
+        )
+
     @pytest.mark.parametrize("value", [0.0, -0.0, 8378.0, 1e-7, 1e16, 1e21, 2**53 - 1, "\U0001f600"])
     def test_values_python_prints_differently_are_still_canonical(self, value):
         document = {"results": {"median": value, "\ue000": 1, "\U0001f600": [value]}}
@@ -53,3 +65,27 @@ class TestCanonicalBytesMatchTheReferenceSerialiser:
     def test_what_rfc_8785_refuses_is_still_refused(self, document):
         with pytest.raises(rfc8785.CanonicalizationError):
             digests.canonical_bytes(document)
+
+
+class TestManifestsAssembledFromSharedParts:
+    """The importer serialises each shared spec document once per file and assembles the
+    manifest's canonical bytes around it (liger._manifest_canonical)."""
+
+    def test_every_synthetic_manifest_gives_the_reference_digest_and_json(self, tmp_path):
+        path = generate.write_csv(tmp_path / "synthetic.csv", 1500)  # incl. exponents, e.g. eps1e-06
+        rows = liger.parse_file(path.read_bytes())
+        for row in rows:
+            reference = rfc8785.dumps(row.run["manifest"])
+            assert row.run["digest"] == "sha256:" + hashlib.sha256(reference).hexdigest()
+            if row.manifest_json is not None:
+                assert row.manifest_json == digests.plain_json(row.run["manifest"])
+        assert sum(row.manifest_json is not None for row in rows) > len(rows) / 2
+
+    def test_a_config_value_that_looks_like_a_placeholder_changes_nothing(self, tmp_path):
+        rows = bundled_rows("geglu")[:2]
+        config = json.loads(rows[0]["extra_benchmark_config_str"])
+        config.update({"note": "\x00workload\x00", "\x00protocol\x00": 1.0})
+        rows[0] = dict(rows[0], extra_benchmark_config_str=json.dumps(config))
+        for row in liger.parse_file(Path(write_csv(tmp_path / "odd.csv", rows)).read_bytes()):
+            reference = rfc8785.dumps(row.run["manifest"])
+            assert row.run["digest"] == "sha256:" + hashlib.sha256(reference).hexdigest()

@@ -3,6 +3,7 @@
 import pytest
 from django.core.management import CommandError, call_command
 
+from registry.importers import liger
 from registry.models import BenchmarkRun, SourceImport, Workload
 from registry.services import ImportRejected, liger_import
 from tests.registry.csvdata import bundled_rows, write_csv
@@ -41,6 +42,42 @@ class TestImportIsIdempotent:
         assert (first.created, first.unchanged) == (len(rows), 0)
         assert (latest.created, latest.unchanged) == (0, len(rows))
         assert latest.file_digest == first.file_digest and latest.file_digest.startswith("sha256:")
+
+
+class TestReimportSkipsUnchangedRows:
+    @pytest.fixture
+    def parsed(self, monkeypatch):
+        """The rows the importer parses in full (not recognised from the registry)."""
+        lines = []
+        parse_row = liger._parse_row
+
+        def counting(line, *args, **kwargs):
+            lines.append(line)
+            return parse_row(line, *args, **kwargs)
+
+        monkeypatch.setattr(liger, "_parse_row", counting)
+        return lines
+
+    def test_unchanged_rows_are_not_parsed_again(self, tmp_path, rows, first_import, parsed):
+        summary = liger_import(path=write_csv(tmp_path / "again.csv", rows))
+        assert (summary.created, summary.unchanged) == (0, len(rows))
+        assert parsed == []
+
+    def test_a_row_written_differently_is_parsed_and_still_unchanged(
+        self, tmp_path, rows, first_import, parsed
+    ):
+        before = snapshot()
+        respelled = dict(rows[2], x_value=rows[2]["x_value"] + ".0", metric_unit=" ms ")
+        summary = liger_import(path=write_csv(tmp_path / "again.csv", rows[:2] + [respelled] + rows[3:]))
+        assert (summary.created, summary.unchanged) == (0, len(rows))
+        assert parsed == [4]  # the header is line 1
+        assert snapshot() == before
+
+    def test_only_new_and_changed_rows_are_parsed(self, tmp_path, rows, first_import, parsed):
+        replaced = dict(rows[0], timestamp="2025-01-01 00:00:00", y_value_50="1.0")
+        summary = liger_import(path=write_csv(tmp_path / "v2.csv", [replaced, *rows[1:]]))
+        assert (summary.created, summary.superseded, summary.unchanged) == (1, 1, len(rows) - 1)
+        assert parsed == [2]
 
 
 class TestNewerFile:
