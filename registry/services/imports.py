@@ -8,6 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from registry import digests
+from registry.cache import generation_bump
 from registry.importers import liger
 from registry.models import (
     BenchmarkRun,
@@ -80,6 +81,7 @@ def liger_import(
     for field, value in summary.as_dict().items():
         setattr(record, field, value)
     record.save()
+    generation_bump()
     return summary
 
 
