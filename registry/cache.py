@@ -165,7 +165,9 @@ def replay(request, entry: dict) -> HttpResponse:
     etag, modified = response.get("ETag"), response.get("Last-Modified")
     if etag or modified:
         last_modified = parse_http_date_safe(modified) if modified else None
-        not_modified = get_conditional_response(request, etag=etag, last_modified=last_modified, response=response)
+        not_modified = get_conditional_response(
+            request, etag=etag, last_modified=last_modified, response=response
+        )
         if not_modified is not None:
             return not_modified
     return response

@@ -11,4 +11,3 @@ def page_cache_empty():
     served."""
     cache.clear()
     yield
-

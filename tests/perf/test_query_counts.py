@@ -48,7 +48,7 @@ class TestQueriesStayConstantAsTheRegistryGrows:
     def test_each_benchmarked_page_takes_the_same_queries_at_300_and_2300_runs(
         self, client, django_assert_num_queries, settings
     ):
-        settings.PAGE_CACHE_SECONDS = 0  # count a page's rendering, not a stored copy (test_page_cache.py)
+        settings.PAGE_CACHE_SECONDS = 0  # count rendering, not a stored copy (tests/site/test_page_cache.py)
         small = {}
         with transaction.atomic():
             _grow(SMALL)

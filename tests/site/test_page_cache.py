@@ -207,7 +207,9 @@ class TestNobodyWithASessionGetsAStoredPage:
         client.cookies["sessionid"] = "anything"
         assert page_cache.HIT_HEADER not in client.get(url)
 
-    def test_an_api_request_with_a_token_is_not_served_from_the_cache(self, client, registry, django_user_model):
+    def test_an_api_request_with_a_token_is_not_served_from_the_cache(
+        self, client, registry, django_user_model
+    ):
         from rest_framework.authtoken.models import Token
 
         url = reverse("run-list") + "?kernel=geglu"
