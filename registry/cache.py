@@ -10,7 +10,7 @@ page unreachable at once; the old entries expire by `PAGE_CACHE_SECONDS`.
 
 What is stored, after Django's own `UpdateCacheMiddleware` rules: only GET responses with status
 200 (or a redirect where a view asks for it), not streamed, that set no cookie, did not use the
-CSRF token, added no message, are not `private`/`no-cache`/`no-store` and vary on nothing but
+CSRF token, added no message, changed no session, are not `private`/`no-cache`/`no-store` and vary on nothing but
 `Cookie` and `Accept` (the key holds the negotiated format). What is served: GET and HEAD from a
 visitor without a session or messages cookie who is not authenticated. The cache sits inside
 the middleware, so security headers, CSP, request ids and the API throttle run on every hit.
@@ -116,6 +116,9 @@ def response_storable(request, response, statuses=(200,)) -> bool:
     messages = getattr(request, "_messages", None)
     if messages is not None and getattr(messages, "added_new", False):
         return False
+    session = getattr(request, "session", None)
+    if session is not None and session.modified:
+        return False  # SessionMiddleware will send this visitor a session cookie
     cache_control = response.get("Cache-Control", "").lower()
     if any(word in cache_control for word in ("private", "no-cache", "no-store")):
         return False
