@@ -94,14 +94,14 @@ def measure_pages(url: str, *, rounds: int, seconds: float, connections: int, co
         for _ in range(rounds):
             for name, (base, page_paths) in targets.items():
                 samples[name].append(common.wrk(base, page_paths, seconds=seconds, connections=connections))
-    result = {"primed": primed} if cold else {}
+    result = {"primed": primed}
     for page, runs in samples.items():
         result[page] = {
             "rps": common.median_of(runs, "rps"),
             "p50_ms": common.median_of(runs, "p50_ms"),
             "p99_ms": common.median_of(runs, "p99_ms"),
             "errors": sum(r["errors"] for r in runs),
-            "urls": len(paths[page]),
+            "urls": len(targets[page][1]),
             "rounds": runs,
         }
     return result
