@@ -2,11 +2,11 @@
 
 Rendering a public page is 20–120 times the work of a trivial view (templates, SVG charts, DRF
 serialisation; docs/performance.md), so a visitor without a session gets the stored bytes of the
-same URL instead. Nothing is invalidated key by key: every stored page is keyed by the registry's
+same URL instead. Nothing is invalidated key by key: every stored page carries the registry's
 *generation*, one integer in the Django cache that every change visible on a public page bumps
 (`generation_bump`, called by each state-changing service, with signal receivers on every model
 of `registry` and `attestations` as the safety net for admin edits). A bump makes every stored
-page unreachable at once; the old entries expire by `PAGE_CACHE_SECONDS`.
+page stale at once; each is replaced on its URL's next request, or expires by `PAGE_CACHE_SECONDS`.
 
 What is stored, after Django's own `UpdateCacheMiddleware` rules: only GET responses with status
 200 (or a redirect where a view asks for it), not streamed, that set no cookie, did not use the
@@ -126,37 +126,59 @@ def response_storable(request, response, statuses=(200,)) -> bool:
     return vary <= VARY_UNDERSTOOD
 
 
-def page_key(request, *, variant: str, versioned: bool = True) -> str:
-    """Generation, today's date (the run page prints an access date for citations), the absolute
-    URL (host and scheme: API pagination links are absolute) with its query string, and the
+class PageSlot:
+    """Where one URL's response is stored, and the generation this request saw.
+
+    The key holds no generation: the entry carries the generation it was rendered under, and
+    the generation and the entry are read together in one round trip (`get_many`, one MGET on
+    Redis; a hit costs the floor one round trip, not two). An entry from an earlier generation
+    is a miss and is overwritten, so a URL holds one entry, not one per registry change.
+
+    The key: today's date (the run page prints an access date for citations), the absolute URL
+    (host and scheme: API pagination links are absolute) with its query string, and the
     negotiated format."""
-    uri = request.build_absolute_uri()
-    digest = hashlib.sha256(f"{variant}\n{uri}".encode()).hexdigest()
-    if not versioned:
-        return f"{PAGE_PREFIX}:immutable:{digest}"
-    return f"{PAGE_PREFIX}:{generation()}:{timezone.now().date().isoformat()}:{digest}"
 
+    def __init__(self, request, *, variant: str, versioned: bool = True):
+        uri = request.build_absolute_uri()
+        digest = hashlib.sha256(f"{variant}\n{uri}".encode()).hexdigest()
+        self.versioned = versioned
+        if versioned:
+            self.key = f"{PAGE_PREFIX}:{timezone.now().date().isoformat()}:{digest}"
+        else:
+            self.key = f"{PAGE_PREFIX}:immutable:{digest}"
+        self.generation = None
 
-# --- storing and replaying -----------------------------------------------------------------------
+    def lookup(self) -> dict | None:
+        """The stored entry when it is of the current generation (read before rendering, so a
+        page rendered while a write commits is stored under the generation it saw)."""
+        if not self.versioned:
+            return cache.get(self.key)
+        found = cache.get_many([GENERATION_KEY, self.key])
+        self.generation = found.get(GENERATION_KEY)
+        if self.generation is None:
+            self.generation = generation()
+        entry = found.get(self.key)
+        return entry if entry is not None and entry["generation"] == self.generation else None
 
+    def store_when_rendered(self, request, response, statuses=(200,)) -> None:
+        """Store the response once its body exists: now for a rendered `HttpResponse`, after
+        rendering for a `TemplateResponse` or a DRF `Response`."""
 
-def _entry(response) -> dict:
-    return {"status": response.status_code, "content": response.content, "headers": list(response.items())}
+        def store(rendered):
+            if response_storable(request, rendered, statuses):
+                entry = {
+                    "generation": self.generation,
+                    "status": rendered.status_code,
+                    "content": rendered.content,
+                    "headers": list(rendered.items()),
+                }
+                cache.set(self.key, entry, _timeout())
+            return None
 
-
-def store_when_rendered(request, response, key: str, statuses=(200,)) -> None:
-    """Store the response once its body exists: now for a rendered `HttpResponse`, after
-    rendering for a `TemplateResponse` or a DRF `Response`."""
-
-    def store(rendered):
-        if response_storable(request, rendered, statuses):
-            cache.set(key, _entry(rendered), _timeout())
-        return None
-
-    if getattr(response, "is_rendered", True):
-        store(response)
-    else:
-        response.add_post_render_callback(store)
+        if getattr(response, "is_rendered", True):
+            store(response)
+        else:
+            response.add_post_render_callback(store)
 
 
 def replay(request, entry: dict) -> HttpResponse:
@@ -176,6 +198,16 @@ def replay(request, entry: dict) -> HttpResponse:
     return response
 
 
+def _served(slot: PageSlot, request, render, statuses=(200,)):
+    entry = slot.lookup()
+    if entry is not None:
+        return replay(request, entry)
+    response = render()
+    response[HIT_HEADER] = "miss"
+    slot.store_when_rendered(request, response, statuses)
+    return response
+
+
 def cached_page(view=None, *, statuses=(200,)):
     """Serve a site view's stored response to anonymous visitors (see the module docstring).
     `statuses=(200, 302)` for a view whose redirect depends on the registry (compare-best)."""
@@ -185,14 +217,8 @@ def cached_page(view=None, *, statuses=(200,)):
         def wrapper(request, *args, **kwargs):
             if not request_cacheable(request):
                 return view(request, *args, **kwargs)
-            key = page_key(request, variant="html")
-            entry = cache.get(key)
-            if entry is not None:
-                return replay(request, entry)
-            response = view(request, *args, **kwargs)
-            response[HIT_HEADER] = "miss"
-            store_when_rendered(request, response, key, statuses)
-            return response
+            slot = PageSlot(request, variant="html")
+            return _served(slot, request, lambda: view(request, *args, **kwargs), statuses)
 
         return wrapper
 
@@ -215,19 +241,10 @@ class CachedReadMixin:
         method = request.method.lower()
         handler = getattr(self, method, None)
         if handler is not None:
-            key = page_key(request, variant=request.accepted_media_type, versioned=self.page_cache_versioned)
-            setattr(self, method, _cached_handler(handler, request, key))
+            slot = PageSlot(request, variant=request.accepted_media_type, versioned=self.page_cache_versioned)
 
+            @wraps(handler)
+            def cached(*args, **kwargs):
+                return _served(slot, request, lambda: handler(*args, **kwargs))
 
-def _cached_handler(handler, request, key):
-    @wraps(handler)
-    def cached(*args, **kwargs):
-        entry = cache.get(key)
-        if entry is not None:
-            return replay(request, entry)
-        response = handler(*args, **kwargs)
-        response[HIT_HEADER] = "miss"
-        store_when_rendered(request, response, key)
-        return response
-
-    return cached
+            setattr(self, method, cached)
