@@ -10,8 +10,8 @@ page stale at once; each is replaced on its URL's next request, or expires by `P
 
 What is stored, after Django's own `UpdateCacheMiddleware` rules: only GET responses with status
 200 (or a redirect where a view asks for it), not streamed, that set no cookie, did not use the
-CSRF token, added no message, changed no session, are not `private`/`no-cache`/`no-store` and vary on nothing but
-`Cookie` and `Accept` (the key holds the negotiated format). What is served: GET and HEAD from a
+CSRF token, added no message, changed no session, are not `private`/`no-cache`/`no-store` and
+vary on nothing but `Cookie` and `Accept` (the key holds the negotiated format). Served: GET and HEAD from a
 visitor without a session or messages cookie who is not authenticated. The cache sits inside
 the middleware, so security headers, CSP, request ids and the API throttle run on every hit.
 """
