@@ -40,6 +40,7 @@ from attestations.models import (
     IssueReportState,
     Notification,
 )
+from registry.cache import generation_bump
 from registry.models import BenchmarkRun
 
 MODERATORS_GROUP = "moderators"
@@ -285,6 +286,7 @@ def _attestation_decide(attestation, moderator, to_state, reason) -> Attestation
         to_state=to_state,
         reason=reason,
     )
+    generation_bump()  # an approved attestation shows on its run's page; a taken-down one no longer does
     return attestation
 
 

@@ -213,6 +213,7 @@ def registry_grow(n: int, *, workers: int | None = None, log=print) -> dict:
     """Add n synthetic runs (and their specs) to the registry in the current database."""
     from django.db import connection, connections, transaction
 
+    from registry.cache import generation_bump
     from registry.models import BenchmarkRun, Environment, Implementation, Protocol, SourceImport, Workload
     from registry.services import imports
 
@@ -302,6 +303,8 @@ def registry_grow(n: int, *, workers: int | None = None, log=print) -> dict:
                         written, batch = written + len(batch), []
                 BenchmarkRun.objects.bulk_create(batch)
                 written += len(batch)
+            # COPY and bulk_create send no signals: stored pages must go stale as after an import.
+            generation_bump()
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE")

@@ -14,6 +14,8 @@ imports and exports. Databases are named ki_perf_*; they are dropped at the end 
 """
 
 import argparse
+import concurrent.futures
+import contextlib
 import os
 import resource
 import subprocess
@@ -67,26 +69,54 @@ def registry(label: str, log: dict) -> str:
 # --- 1 and 2: pages against the floor, at each size ---------------------------------------------
 
 
-def measure_pages(url: str, *, rounds: int, seconds: float, connections: int) -> dict:
+COLD = " (cache off)"
+
+
+def measure_pages(url: str, *, rounds: int, seconds: float, connections: int, cold: bool = False) -> dict:
+    """Each page under wrk on the production server (page cache on, every URL stored once first:
+    the steady state between two registry writes). With `cold`, a second server with
+    PAGE_CACHE_SECONDS=0 runs beside it and its pages are measured in the same rounds, against
+    the same floor: what every page costs on its first request after a write."""
     paths = common.task(url, "paths")
-    with common.server(url) as base:
-        for page in paths:  # each target once, briefly: imports, caches and connections warm
-            common.wrk(base, paths[page], seconds=1, connections=connections)
-        samples = {page: [] for page in paths}
+    servers = {"": {}, **({COLD: {"PAGE_CACHE_SECONDS": 0}} if cold else {})}
+    with contextlib.ExitStack() as stack:
+        bases = {suffix: stack.enter_context(common.server(url, **env)) for suffix, env in servers.items()}
+        targets = {
+            page + suffix: (base, paths[page])
+            for suffix, base in bases.items()
+            for page in paths
+            if not (suffix and page == "floor")
+        }
+        for base, page_paths in targets.values():  # each target once, briefly: imports, connections warm
+            common.wrk(base, page_paths, seconds=1, connections=connections)
+        primed = prime(bases[""], [p for page, ps in paths.items() if page != "floor" for p in ps])
+        samples = {name: [] for name in targets}
         for _ in range(rounds):
-            for page in paths:
-                samples[page].append(common.wrk(base, paths[page], seconds=seconds, connections=connections))
-    result = {}
+            for name, (base, page_paths) in targets.items():
+                samples[name].append(common.wrk(base, page_paths, seconds=seconds, connections=connections))
+    result = {"primed": primed}
     for page, runs in samples.items():
         result[page] = {
             "rps": common.median_of(runs, "rps"),
             "p50_ms": common.median_of(runs, "p50_ms"),
             "p99_ms": common.median_of(runs, "p99_ms"),
             "errors": sum(r["errors"] for r in runs),
-            "urls": len(paths[page]),
+            "urls": len(targets[page][1]),
             "rounds": runs,
         }
     return result
+
+
+def prime(base: str, paths: list[str]) -> dict:
+    """Ask for every URL once (4 at a time), so the measured rounds see stored pages."""
+    started = time.perf_counter()
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        statuses = list(pool.map(lambda path: common.get(base, path)[0], paths))
+    return {
+        "urls": len(paths),
+        "seconds": time.perf_counter() - started,
+        "non-200": sum(s != 200 for s in statuses),
+    }
 
 
 def bench_pages(sizes: list[str], args, built: dict) -> None:
@@ -95,8 +125,11 @@ def bench_pages(sizes: list[str], args, built: dict) -> None:
         url = registry(label, built)
         print(f"[{label}] pages under wrk ...", flush=True)
         by_size[label] = measure_pages(
-            url, rounds=args.rounds, seconds=args.seconds, connections=args.connections
+            url, rounds=args.rounds, seconds=args.seconds, connections=args.connections, cold=args.cold
         )
+        primed = by_size[label].pop("primed", None)
+        if primed:
+            print(f"[{label}] primed the page cache: {primed}", flush=True)
     first = sizes[0]
     rows = []
     for page, m in by_size[first].items():
@@ -157,7 +190,8 @@ def bench_pages(sizes: list[str], args, built: dict) -> None:
 
 
 def bench_queries(sizes: list[str], args, built: dict) -> None:
-    counts = {label: common.task(registry(label, built), "queries") for label in sizes}
+    # The queries a page's rendering takes: with the page cache on, a repeated request takes none.
+    counts = {label: common.task(registry(label, built), "queries", PAGE_CACHE_SECONDS=0) for label in sizes}
     rows = []
     for page in counts[sizes[0]]:
         row = {"page": page}
@@ -424,6 +458,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int)
     parser.add_argument("--seconds", type=float)
     parser.add_argument("--connections", type=int, default=4)
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="pages: also measure a server with the page cache off, same rounds",
+    )
     parser.add_argument("--import-rows", type=int)
     parser.add_argument("--rerun-jobs", type=int, help="workloads per rerun batch (6 quick, 12 otherwise)")
     args = parser.parse_args()

@@ -132,6 +132,10 @@ else:
         }
     }
 
+# Anonymous visitors get stored copies of public pages and API reads for this many seconds, until
+# the next registry change (registry/cache.py); 0 turns the page cache off.
+PAGE_CACHE_SECONDS = _env(env.int, "PAGE_CACHE_SECONDS", default=86400)
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -21,6 +21,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from registry import digests, exports, selectors
+from registry.cache import CachedReadMixin
 from registry.filters import MAX_VALUE_LENGTH, RunFilter
 from registry.models import (
     BenchmarkRun,
@@ -105,7 +106,7 @@ def manifest_response(request, run: BenchmarkRun) -> HttpResponse:
         summary="One run", description="With ETag and Last-Modified; honours If-None-Match."
     ),
 )
-class RunViewSet(viewsets.ReadOnlyModelViewSet):
+class RunViewSet(CachedReadMixin, viewsets.ReadOnlyModelViewSet):
     """Benchmark runs, each with its rank in its comparison group and its digest."""
 
     queryset = BenchmarkRun.objects.public().order_by("pk")
@@ -158,8 +159,10 @@ class RunViewSet(viewsets.ReadOnlyModelViewSet):
         return manifest_response(request, self.get_object())
 
 
-class ManifestViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class ManifestViewSet(CachedReadMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Canonical manifests, looked up by the run digest they hash to."""
+
+    page_cache_versioned = False  # the digest names these exact bytes: no registry change alters them
 
     queryset = BenchmarkRun.objects.only("id", "digest", "manifest", "published_at")
     lookup_field = "digest"
@@ -175,7 +178,7 @@ class ManifestViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet):
         return manifest_response(request, self.get_object())
 
 
-class KernelViewSet(viewsets.ReadOnlyModelViewSet):
+class KernelViewSet(CachedReadMixin, viewsets.ReadOnlyModelViewSet):
     queryset = (
         Kernel.objects.annotate(run_count=Count("runs"))
         .prefetch_related(
@@ -199,7 +202,7 @@ class ImplementationFilter(filters.FilterSet):
         fields = []
 
 
-class ImplementationViewSet(viewsets.ReadOnlyModelViewSet):
+class ImplementationViewSet(CachedReadMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Implementation.objects.select_related("kernel").order_by("kernel__slug", "provider", "pk")
     serializer_class = ImplementationSerializer
     filterset_class = ImplementationFilter
@@ -218,7 +221,7 @@ class EnvironmentFilter(filters.FilterSet):
         fields = []
 
 
-class EnvironmentViewSet(viewsets.ReadOnlyModelViewSet):
+class EnvironmentViewSet(CachedReadMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Environment.objects.order_by("product", "pk")
     serializer_class = EnvironmentSerializer
     filterset_class = EnvironmentFilter
@@ -226,7 +229,7 @@ class EnvironmentViewSet(viewsets.ReadOnlyModelViewSet):
     lookup_value_regex = r"[0-9]{1,18}"
 
 
-class SourceViewSet(viewsets.ReadOnlyModelViewSet):
+class SourceViewSet(CachedReadMixin, viewsets.ReadOnlyModelViewSet):
     queryset = (
         Source.objects.annotate(run_count=Count("runs"))
         .prefetch_related(Prefetch("imports", queryset=SourceImport.objects.order_by("-imported_at", "-pk")))
@@ -248,7 +251,7 @@ class GroupFilter(filters.FilterSet):
         fields = []
 
 
-class ComparisonGroupViewSet(viewsets.GenericViewSet):
+class ComparisonGroupViewSet(CachedReadMixin, viewsets.GenericViewSet):
     """Comparison groups: current runs sharing one comparison key, ranked (1 = best)."""
 
     serializer_class = ComparisonGroupSerializer

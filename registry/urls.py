@@ -1,6 +1,7 @@
 from django.urls import path, register_converter
 
 from registry import views
+from registry.cache import cached_page
 
 
 class DigestConverter:
@@ -17,24 +18,34 @@ class DigestConverter:
 
 register_converter(DigestConverter, "digest")
 
+# Public pages are served from the page cache to anonymous visitors (registry/cache.py); the
+# citation downloads are not (each prints today's access date and is rarely asked twice).
 app_name = "registry"
 urlpatterns = [
-    path("", views.home, name="home"),
-    path("runs/", views.run_list, name="run-list"),
-    path("runs/<int:pk>/", views.run_detail, name="run-detail"),
-    path("runs/<digest:digest>/", views.run_detail, name="run-by-digest"),
-    path("runs/<int:pk>/compare/", views.run_compare_best, name="run-compare-best"),
+    path("", cached_page(views.home), name="home"),
+    path("runs/", cached_page(views.run_list), name="run-list"),
+    path("runs/<int:pk>/", cached_page(views.run_detail), name="run-detail"),
+    path("runs/<digest:digest>/", cached_page(views.run_detail), name="run-by-digest"),
+    path(
+        "runs/<int:pk>/compare/",
+        cached_page(views.run_compare_best, statuses=(200, 302)),
+        name="run-compare-best",
+    ),
     path("runs/<int:pk>/cite.bib", views.run_cite_bibtex, name="run-cite-bibtex"),
     path("runs/<int:pk>/cite.json", views.run_cite_csl, name="run-cite-csl"),
-    path("compare/", views.compare_form, name="compare-form"),
-    path("compare/<int:a>/<int:b>/", views.compare, name="compare"),
-    path("kernels/", views.kernel_list, name="kernel-list"),
-    path("kernels/<slug:slug>/", views.kernel_detail, name="kernel-detail"),
-    path("gpus/", views.gpu_list, name="gpu-list"),
-    path("gpus/<slug:slug>/", views.gpu_detail, name="gpu-detail"),
-    path("implementations/", views.implementation_list, name="implementation-list"),
-    path("implementations/<path:provider>/", views.implementation_detail, name="implementation-detail"),
-    path("sources/", views.source_list, name="source-list"),
-    path("sources/<slug:slug>/", views.source_detail, name="source-detail"),
-    path("search/", views.search, name="search"),
+    path("compare/", cached_page(views.compare_form), name="compare-form"),
+    path("compare/<int:a>/<int:b>/", cached_page(views.compare), name="compare"),
+    path("kernels/", cached_page(views.kernel_list), name="kernel-list"),
+    path("kernels/<slug:slug>/", cached_page(views.kernel_detail), name="kernel-detail"),
+    path("gpus/", cached_page(views.gpu_list), name="gpu-list"),
+    path("gpus/<slug:slug>/", cached_page(views.gpu_detail), name="gpu-detail"),
+    path("implementations/", cached_page(views.implementation_list), name="implementation-list"),
+    path(
+        "implementations/<path:provider>/",
+        cached_page(views.implementation_detail),
+        name="implementation-detail",
+    ),
+    path("sources/", cached_page(views.source_list), name="source-list"),
+    path("sources/<slug:slug>/", cached_page(views.source_detail), name="source-detail"),
+    path("search/", cached_page(views.search, statuses=(200, 302)), name="search"),
 ]

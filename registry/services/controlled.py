@@ -14,6 +14,7 @@ from pathlib import Path
 
 from django.db import transaction
 
+from registry.cache import generation_bump
 from registry.models import (
     ACTIVE_JOB_STATES,
     BenchmarkRun,
@@ -79,6 +80,7 @@ def controlled_runs_load(*, path: Path | str) -> ImportSummary:
                 summary.created += 1
                 keys.add(run.comparison_key)
     groups_rerank(keys=keys)
+    generation_bump()
     return summary
 
 

@@ -11,6 +11,7 @@ from django.db.models.fields.json import KT
 from django.utils import timezone
 
 from registry import digests
+from registry.cache import generation_bump
 from registry.importers import liger
 from registry.models import (
     BenchmarkRun,
@@ -87,6 +88,7 @@ def liger_import(
     for field, value in summary.as_dict().items():
         setattr(record, field, value)
     record.save()
+    generation_bump()
     return summary
 
 

@@ -21,6 +21,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from registry import digests
+from registry.cache import generation_bump
 from registry.importers import catalog, liger
 from registry.models import (
     BenchmarkRun,
@@ -132,6 +133,7 @@ def rerun_request(
         # Another request for this run committed between our check and our insert.
         raise JobRefused(f"Run {run.pk} already has an active rerun.") from None
     _send_on_commit(job)
+    generation_bump()  # the run page lists its queued rerun
     return job
 
 
@@ -194,6 +196,8 @@ def measure_request(
             continue
         _send_on_commit(job)
         outcome.created.append(job)
+    if outcome.created:
+        generation_bump()
     return outcome
 
 
@@ -201,12 +205,12 @@ def measure_request(
 def job_cancel(*, job: RerunJob) -> bool:
     """A queued job can be cancelled; a running one is left to finish (a worker cannot be
     stopped halfway without losing what it measured)."""
-    return (
-        RerunJob.objects.filter(pk=job.pk, state=JobState.QUEUED).update(
-            state=JobState.CANCELLED, finished_at=timezone.now(), lease=""
-        )
-        == 1
+    cancelled = RerunJob.objects.filter(pk=job.pk, state=JobState.QUEUED).update(
+        state=JobState.CANCELLED, finished_at=timezone.now(), lease=""
     )
+    if cancelled:
+        generation_bump()
+    return cancelled == 1
 
 
 def _send_on_commit(job: RerunJob) -> None:
@@ -301,6 +305,8 @@ def job_claim(*, job_id: int, gpu_slug: str, worker_host: str, worker_gpu: str =
             lease="",
             error=f"Gave up after {job.attempts} attempts: the worker was lost each time.",
         )
+        if gave_up:
+            generation_bump()
         return Claim("gone" if gave_up else "busy")
     lease = uuid.uuid4().hex
     updated = RerunJob.objects.filter(claimable, pk=job_id).update(
@@ -315,6 +321,7 @@ def job_claim(*, job_id: int, gpu_slug: str, worker_host: str, worker_gpu: str =
     if updated != 1:
         still_running = RerunJob.objects.filter(pk=job_id, state=JobState.RUNNING).exists()
         return Claim("busy" if still_running else "gone")
+    generation_bump()  # the run page shows the job running
     return Claim("claimed", lease=lease, spec=job_spec(job))
 
 
@@ -353,12 +360,12 @@ def job_fail(*, job_id: int, error: str, lease: str | None = None, log: str = ""
     jobs = RerunJob.objects.active().filter(pk=job_id)
     if lease is not None:
         jobs = jobs.filter(lease=lease)
-    return (
-        jobs.update(
-            state=JobState.FAILED, error=error[:LOG_LIMIT], log=bounded_log(log), finished_at=timezone.now()
-        )
-        == 1
+    failed = jobs.update(
+        state=JobState.FAILED, error=error[:LOG_LIMIT], log=bounded_log(log), finished_at=timezone.now()
     )
+    if failed:
+        generation_bump()
+    return failed == 1
 
 
 # Recording: the evidence rule -----------------------------------------------------------------
@@ -396,6 +403,7 @@ def rerun_record_result(*, job_id: int, lease: str, result: dict) -> RerunJob | 
             job.result_run = _measured_run_create(job)
             job.state = JobState.SUCCEEDED
     job.save()
+    generation_bump()  # the job's outcome, and perhaps a new level or a new measured run
     return job
 
 
@@ -698,6 +706,8 @@ def jobs_reconcile(*, now=None) -> dict[str, int]:
         if RerunJob.objects.filter(pk=job.pk, state=JobState.QUEUED).update(sent_at=now):
             counts["resent"] += 1
             _send_on_commit(job)
+    if counts["requeued"] or counts["failed"]:
+        generation_bump()  # a resend changes nothing a page shows
     return counts
 
 

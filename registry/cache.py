@@ -1,0 +1,250 @@
+"""Whole-page response cache for anonymous visitors, invalidated by a registry generation number.
+
+Rendering a public page is 20–120 times the work of a trivial view (templates, SVG charts, DRF
+serialisation; docs/performance.md), so a visitor without a session gets the stored bytes of the
+same URL instead. Nothing is invalidated key by key: every stored page carries the registry's
+*generation*, one integer in the Django cache that every change visible on a public page bumps
+(`generation_bump`, called by each state-changing service, with signal receivers on every model
+of `registry` and `attestations` as the safety net for admin edits). A bump makes every stored
+page stale at once; each is replaced on its URL's next request, or expires by `PAGE_CACHE_SECONDS`.
+
+What is stored, after Django's own `UpdateCacheMiddleware` rules: only GET responses with status
+200 (or a redirect where a view asks for it), not streamed, that set no cookie, did not use the
+CSRF token, added no message, changed no session, are not `private`/`no-cache`/`no-store` and
+vary on nothing but `Cookie` and `Accept` (the key holds the negotiated format). Served: GET and HEAD from a
+visitor without a session or messages cookie who is not authenticated. The cache sits inside
+the middleware, so security headers, CSP, request ids and the API throttle run on every hit.
+"""
+
+import hashlib
+import time
+from functools import wraps
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import transaction
+from django.db.models.signals import post_delete, post_save
+from django.http import HttpResponse
+from django.utils import timezone
+from django.utils.cache import cc_delim_re, get_conditional_response
+from django.utils.http import parse_http_date_safe
+
+GENERATION_KEY = "kernelindex:registry-generation"
+PAGE_PREFIX = "kernelindex:page"
+HIT_HEADER = "X-Page-Cache"
+# A response varying on anything else (a language, an encoding) would need it in the key.
+VARY_UNDERSTOOD = {"cookie", "accept"}
+MESSAGES_COOKIE = "messages"  # django.contrib.messages' CookieStorage.cookie_name
+
+
+# --- the generation ------------------------------------------------------------------------------
+
+
+def generation() -> int:
+    """The current generation. A missing key (a cleared or evicted cache) starts from the clock,
+    never from a fixed number, so a generation is never used twice and no page stored under an
+    earlier one can come back."""
+    value = cache.get(GENERATION_KEY)
+    if value is None:
+        cache.add(GENERATION_KEY, time.time_ns(), timeout=None)
+        value = cache.get(GENERATION_KEY)
+    return value
+
+
+def _increment() -> None:
+    try:
+        cache.incr(GENERATION_KEY)
+    except ValueError:  # missing: any new value makes every stored page unreachable
+        cache.add(GENERATION_KEY, time.time_ns(), timeout=None)
+
+
+def _pending(connection) -> bool:
+    return any(callback is _increment for _, callback, _ in connection.run_on_commit)
+
+
+def generation_bump(*, using: str | None = None) -> None:
+    """Call after any change a public page shows. Bumps at once and once more after the commit.
+
+    After commit, because a page rendered by another process between the write and the commit
+    shows the old state: the second bump makes it unreachable. At once as well, so that a reader
+    on this same connection before the commit (a test's client inside the test's transaction, a
+    command that renders after writing) never gets a page stored before the write. One
+    after-commit callback per transaction, however many rows were saved."""
+    connection = transaction.get_connection(using)
+    _increment()
+    if connection.in_atomic_block and not _pending(connection):
+        transaction.on_commit(_increment, using=using)
+
+
+def _saved_or_deleted(sender, **kwargs) -> None:
+    generation_bump(using=kwargs.get("using"))
+
+
+def receivers_connect(app_config) -> None:
+    """Bump on every save and delete of the app's models: the safety net for the admin's change
+    forms and any `save()` outside a service. Bulk writes (`update()`, `bulk_create`, COPY) send
+    no signal; the services that make them call `generation_bump` themselves."""
+    for model in app_config.get_models():
+        uid = f"page-cache:{model._meta.label}"
+        post_save.connect(_saved_or_deleted, sender=model, dispatch_uid=uid + ":save")
+        post_delete.connect(_saved_or_deleted, sender=model, dispatch_uid=uid + ":delete")
+
+
+# --- which requests and responses ----------------------------------------------------------------
+
+
+def _timeout() -> int:
+    return settings.PAGE_CACHE_SECONDS
+
+
+def request_cacheable(request, user=None) -> bool:
+    """An anonymous GET or HEAD with nothing of its own to show: no session (so no login, no
+    pending form state) and no flash messages waiting."""
+    if _timeout() <= 0 or request.method not in ("GET", "HEAD"):
+        return False
+    if settings.SESSION_COOKIE_NAME in request.COOKIES or MESSAGES_COOKIE in request.COOKIES:
+        return False
+    user = user if user is not None else getattr(request, "user", None)
+    return not (user is not None and user.is_authenticated)
+
+
+def response_storable(request, response, statuses=(200,)) -> bool:
+    if request.method != "GET" or response.status_code not in statuses or response.streaming:
+        return False
+    if response.cookies or request.META.get("CSRF_COOKIE_NEEDS_UPDATE"):
+        return False  # the page carries something of this visitor's (a cookie, a CSRF token)
+    messages = getattr(request, "_messages", None)
+    if messages is not None and getattr(messages, "added_new", False):
+        return False
+    session = getattr(request, "session", None)
+    if session is not None and session.modified:
+        return False  # SessionMiddleware will send this visitor a session cookie
+    cache_control = response.get("Cache-Control", "").lower()
+    if any(word in cache_control for word in ("private", "no-cache", "no-store")):
+        return False
+    vary = {v.strip().lower() for v in cc_delim_re.split(response.get("Vary", "")) if v.strip()}
+    return vary <= VARY_UNDERSTOOD
+
+
+class PageSlot:
+    """Where one URL's response is stored, and the generation this request saw.
+
+    The key holds no generation: the entry carries the generation it was rendered under, and
+    the generation and the entry are read together in one round trip (`get_many`, one MGET on
+    Redis; a hit costs the floor one round trip, not two). An entry from an earlier generation
+    is a miss and is overwritten, so a URL holds one entry, not one per registry change.
+
+    The key: today's date (the run page prints an access date for citations), the absolute URL
+    (host and scheme: API pagination links are absolute) with its query string, and the
+    negotiated format."""
+
+    def __init__(self, request, *, variant: str, versioned: bool = True):
+        uri = request.build_absolute_uri()
+        digest = hashlib.sha256(f"{variant}\n{uri}".encode()).hexdigest()
+        self.versioned = versioned
+        if versioned:
+            self.key = f"{PAGE_PREFIX}:{timezone.now().date().isoformat()}:{digest}"
+        else:
+            self.key = f"{PAGE_PREFIX}:immutable:{digest}"
+        self.generation = None
+
+    def lookup(self) -> dict | None:
+        """The stored entry when it is of the current generation (read before rendering, so a
+        page rendered while a write commits is stored under the generation it saw)."""
+        if not self.versioned:
+            return cache.get(self.key)
+        found = cache.get_many([GENERATION_KEY, self.key])
+        self.generation = found.get(GENERATION_KEY)
+        if self.generation is None:
+            self.generation = generation()
+        entry = found.get(self.key)
+        return entry if entry is not None and entry["generation"] == self.generation else None
+
+    def store_when_rendered(self, request, response, statuses=(200,)) -> None:
+        """Store the response once its body exists: now for a rendered `HttpResponse`, after
+        rendering for a `TemplateResponse` or a DRF `Response`."""
+
+        def store(rendered):
+            if response_storable(request, rendered, statuses):
+                entry = {
+                    "generation": self.generation,
+                    "status": rendered.status_code,
+                    "content": rendered.content,
+                    "headers": list(rendered.items()),
+                }
+                cache.set(self.key, entry, _timeout())
+            return None
+
+        if getattr(response, "is_rendered", True):
+            store(response)
+        else:
+            response.add_post_render_callback(store)
+
+
+def replay(request, entry: dict) -> HttpResponse:
+    """The stored response, or a 304 when the client's ETag / Last-Modified still match it."""
+    response = HttpResponse(entry["content"], status=entry["status"])
+    for name, value in entry["headers"]:
+        response[name] = value
+    response[HIT_HEADER] = "hit"
+    etag, modified = response.get("ETag"), response.get("Last-Modified")
+    if etag or modified:
+        last_modified = parse_http_date_safe(modified) if modified else None
+        not_modified = get_conditional_response(
+            request, etag=etag, last_modified=last_modified, response=response
+        )
+        if not_modified is not None:
+            return not_modified
+    return response
+
+
+def _served(slot: PageSlot, request, render, statuses=(200,)):
+    entry = slot.lookup()
+    if entry is not None:
+        return replay(request, entry)
+    response = render()
+    response[HIT_HEADER] = "miss"
+    slot.store_when_rendered(request, response, statuses)
+    return response
+
+
+def cached_page(view=None, *, statuses=(200,)):
+    """Serve a site view's stored response to anonymous visitors (see the module docstring).
+    `statuses=(200, 302)` for a view whose redirect depends on the registry (compare-best)."""
+
+    def decorate(view):
+        @wraps(view)
+        def wrapper(request, *args, **kwargs):
+            if not request_cacheable(request):
+                return view(request, *args, **kwargs)
+            slot = PageSlot(request, variant="html")
+            return _served(slot, request, lambda: view(request, *args, **kwargs), statuses)
+
+        return wrapper
+
+    return decorate(view) if view is not None else decorate
+
+
+class CachedReadMixin:
+    """For DRF read viewsets: after `initial()` (authentication, permissions, the throttle that
+    must count every request, content negotiation) the handler of an anonymous GET/HEAD is
+    wrapped to answer from the cache. The key holds the negotiated media type. The browsable
+    API is never stored (it is a form page with the visitor's CSRF token)."""
+
+    page_cache_versioned = True
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        renderer = getattr(request, "accepted_renderer", None)
+        if renderer is None or renderer.format == "api" or not request_cacheable(request, request.user):
+            return
+        method = request.method.lower()
+        handler = getattr(self, method, None)
+        if handler is not None:
+            slot = PageSlot(request, variant=request.accepted_media_type, versioned=self.page_cache_versioned)
+
+            @wraps(handler)
+            def cached(*args, **kwargs):
+                return _served(slot, request, lambda: handler(*args, **kwargs))
+
+            setattr(self, method, cached)
