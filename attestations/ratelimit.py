@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from allauth.account.adapter import get_adapter
 from django.conf import settings
-from django.core.cache import cache
+
+from kernelindex.throttling import counter_incr
 
 PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 DEFAULT_LIMITS = {"user": "10/h", "ip": "30/h"}
@@ -43,12 +44,7 @@ def limit_consume(request, *, action: str, limits: dict, what: str, verb: str) -
         amount, period = parse_rate(limits[scope])
         window = int(time.time() // period)
         key = f"attestations:{action}:{keys[scope]}:{window}"
-        cache.add(key, 0, timeout=period + 60)
-        try:
-            count = cache.incr(key)
-        except ValueError:  # expired between add and incr
-            cache.set(key, 1, timeout=period + 60)
-            count = 1
+        count = counter_incr(key, timeout=period + 60)
         if count > amount:
             retry_after = int((window + 1) * period - time.time()) + 1
             who = "you" if scope == "user" else "your network address"

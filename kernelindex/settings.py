@@ -207,7 +207,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.AnonRateThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["kernelindex.throttling.AnonRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"anon": _env(env.str, "API_ANON_RATE", default="600/minute")},
 }
 # Rate limits key on the client's address. Behind N reverse proxies (the load balancer) it is
