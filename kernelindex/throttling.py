@@ -11,13 +11,14 @@ page cache (registry/cache.py), where that round trip is a third of the work.
 import math
 import time
 
-from django.core.cache import cache
+from django.core.cache import caches
 from django.core.cache.backends.redis import RedisCache
 from rest_framework import throttling
 
 
 def counter_incr(key: str, *, timeout: int) -> int:
     """Add one to the counter `key` (created at 1, expiring after `timeout` seconds); its new value."""
+    cache = caches["default"]  # the backend itself: `django.core.cache.cache` is a proxy
     if isinstance(cache, RedisCache):
         name = cache.make_and_validate_key(key)
         client = cache._cache.get_client(name, write=True)

@@ -4,14 +4,14 @@ when many arrive at once (DRF's read-then-write history could)."""
 import threading
 
 import pytest
-from django.core.cache import cache
+from django.core.cache import cache, caches
 from django.core.cache.backends.redis import RedisCache
 
 from kernelindex.throttling import counter_incr
 
 
 @pytest.mark.skipif(
-    not isinstance(cache, RedisCache),
+    not isinstance(caches["default"], RedisCache),
     reason="atomic counting needs the Redis cache (CACHE_URL=redis://...); the embedded file cache's incr is a read and a write",
 )
 def test_concurrent_increments_are_all_counted():
@@ -31,6 +31,22 @@ def test_concurrent_increments_are_all_counted():
         thread.join()
     assert sorted(values) == list(range(1, 401))  # every value handed out once: no lost update
     assert cache.get("test-counter") == 400
+
+
+def test_on_redis_a_count_is_one_round_trip(monkeypatch):
+    backend = caches["default"]
+    if not isinstance(backend, RedisCache):
+        pytest.skip("the one-round-trip path is Redis's (CACHE_URL=redis://...)")
+    client = backend._cache.get_client(backend.make_and_validate_key("test-counter-trips"), write=True)
+    calls = []
+    original = type(client).execute_command
+    monkeypatch.setattr(
+        type(client), "execute_command", lambda self, *a, **k: calls.append(a[0]) or original(self, *a, **k)
+    )
+    backend.delete("test-counter-trips")
+    calls.clear()
+    assert counter_incr("test-counter-trips", timeout=60) == 1
+    assert calls == []  # no single command: INCR and EXPIRE went together in one pipeline
 
 
 def test_a_new_counter_starts_at_one_and_expires():
