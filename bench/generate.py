@@ -216,6 +216,7 @@ def registry_grow(n: int, *, workers: int | None = None, log=print) -> dict:
     from registry.cache import generation_bump
     from registry.models import BenchmarkRun, Environment, Implementation, Protocol, SourceImport, Workload
     from registry.services import imports
+    from registry.services.run_keys import SPEC_MODELS, run_keys_of
 
     workers = workers or max(1, min(os.cpu_count() or 1, 4))
     with tempfile.TemporaryDirectory(prefix="ki_perf_grow_") as folder:
@@ -281,6 +282,10 @@ def registry_grow(n: int, *, workers: int | None = None, log=print) -> dict:
                                 group_size=size,
                                 superseded_by_id=superseded_by,
                                 **{f"{name}_id": fk[name][ref] for name, ref in refs.items()},
+                                # What run_keys_fill would copy, set here: COPY writes each row once.
+                                **run_keys_of(
+                                    **{name: found[SPEC_MODELS[name]][refs[name]] for name in SPEC_MODELS}
+                                ),
                                 **run,
                             )
 

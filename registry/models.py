@@ -208,6 +208,13 @@ class BenchmarkRun(models.Model):
     )
     published_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Copies of spec values, written with the run (registry.services.run_keys): the kernel page
+    # sorts and groups on them through the indexes below instead of sorting joined rows.
+    gpu_product = models.CharField(max_length=200, default="", editable=False)
+    provider = models.CharField(max_length=100, default="", editable=False)
+    x_name = models.CharField(max_length=50, default="", editable=False)
+    # Nullable as Workload.x_value is (a categorical sweep): NULL sorts where the join sorted it.
+    x_value = models.FloatField(null=True, blank=True, editable=False)
 
     objects = BenchmarkRunQuerySet.as_manager()
 
@@ -219,6 +226,17 @@ class BenchmarkRun(models.Model):
             models.Index(fields=["evidence_level"]),
             models.Index(fields=["withdrawn"]),
             models.Index(fields=["-published_at"]),
+            # The kernel page's default order: a page of 50 is 50 index entries.
+            models.Index(
+                fields=["kernel", "gpu_product", "operation_mode", "metric", "provider", "x_value", "id"],
+                name="run_kernel_page_order",
+            ),
+            # The kernel page's chart panels: one probe per (GPU, pass, metric, swept parameter).
+            models.Index(
+                fields=["kernel", "environment", "operation_mode", "metric", "x_name"],
+                condition=models.Q(withdrawn=False, superseded_by__isnull=True),
+                name="run_kernel_current_panels",
+            ),
         ]
 
     def __str__(self):

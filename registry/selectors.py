@@ -4,8 +4,10 @@ Every read starts from `BenchmarkRun.objects.public()`; ranks and group sizes ar
 run at import, so no page computes them.
 """
 
+import itertools
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from django.db.models import Count, Exists, Max, Min, OuterRef, Q, Value
@@ -353,9 +355,12 @@ def kernel_filter_choices(kernel: Kernel) -> dict:
         else:
             providers.add(name)
     dtypes: set[str] = set()
+    x_names: set[str] = set()
     parameters: dict[str, set] = {}
-    for dtype, values in Workload.objects.filter(kernel=kernel).values_list("dtype", "parameters"):
+    workloads = Workload.objects.filter(kernel=kernel).values_list("dtype", "x_name", "parameters")
+    for dtype, x_name, values in workloads:
         dtypes.add(dtype)
+        x_names.add(x_name)
         for name, value in values.items():
             if isinstance(value, bool) or isinstance(value, dict | list):
                 continue
@@ -378,6 +383,7 @@ def kernel_filter_choices(kernel: Kernel) -> dict:
         "passes": TimedPass.choices,
         "metrics": Metric.choices,
         "levels": EvidenceLevel.choices,
+        "x_names": sorted(x_names),  # not a select: the charts' panel candidates
     }
 
 
@@ -400,26 +406,54 @@ CHART_FIELDS = (
 )
 
 
-PANEL_FIELDS = ("metric", "environment__slug", "environment__product", "operation_mode", "workload__x_name")
-
-
 def chart_points(queryset) -> list[dict]:
     """The filtered runs, as plain values for the charts: one query, no pagination."""
     return list(queryset.order_by().values(*CHART_FIELDS))
 
 
-def chart_points_drawn(queryset, *, limit: int = MAX_PANELS) -> tuple[list[dict], int]:
+def chart_panels(queryset, *, kernel: Kernel, x_names: Iterable[str]) -> list[dict]:
+    """The chart panels (metric, GPU, pass, swept parameter) that `queryset`'s runs fill, found by
+    probing each candidate panel instead of reading the runs: one row per GPU of the kernel, one
+    EXISTS per pass, metric and swept parameter, each an index probe (`run_kernel_current_panels`
+    for current runs). The work grows with the kernel's GPUs and parameters, not with its runs."""
+    queryset = queryset.order_by()
+    keys = list(itertools.product(TimedPass.values, Metric.values, sorted(set(x_names))))
+    probes = {
+        f"panel_{index}": Exists(
+            queryset.filter(environment=OuterRef("pk"), operation_mode=mode, metric=metric, x_name=x_name)
+        )
+        for index, (mode, metric, x_name) in enumerate(keys)
+    }
+    gpus = Environment.objects.filter(
+        Exists(BenchmarkRun.objects.filter(kernel=kernel, environment=OuterRef("pk")))
+    )
+    panels = {}
+    for gpu in gpus.annotate(**probes).values("slug", "product", *probes):
+        for index, (mode, metric, x_name) in enumerate(keys):
+            if gpu[f"panel_{index}"]:
+                panels[(metric, gpu["slug"], mode, x_name)] = {
+                    "metric": metric,
+                    "environment__slug": gpu["slug"],
+                    "environment__product": gpu["product"],
+                    "operation_mode": mode,
+                    "workload__x_name": x_name,
+                }
+    return list(panels.values())
+
+
+def chart_points_drawn(
+    queryset, *, kernel: Kernel, x_names: Iterable[str] | None = None, limit: int = MAX_PANELS
+) -> tuple[list[dict], int]:
     """The filtered runs of the first `limit` chart panels (in `charts.panels_build`'s order), and
     perhaps of a few more on the same GPUs, as plain values; and how many panels were left out.
-    Two queries: the panels, grouped by the database, then the points of the drawn panels' GPUs,
-    so a kernel measured on many GPUs does not load every run it has into Python for 24 charts."""
-    queryset = queryset.order_by()
-    panels = {
-        (p["metric"], p["environment__slug"], p["operation_mode"], p["workload__x_name"]): p
-        for p in queryset.values(*PANEL_FIELDS).distinct()
-    }
+    Two queries (three without `x_names`, the kernel's swept parameters): the panels
+    (`chart_panels`), then the points of the drawn panels' GPUs, so a kernel measured on many
+    GPUs does not load every run it has into Python for 24 charts."""
+    if x_names is None:
+        x_names = Workload.objects.filter(kernel=kernel).values_list("x_name", flat=True).distinct()
+    panels = chart_panels(queryset, kernel=kernel, x_names=x_names)
     drawn = sorted(
-        panels.values(),
+        panels,
         key=lambda p: (
             METRIC_ORDER.get(p["metric"], 9),
             p["environment__product"],
@@ -427,6 +461,7 @@ def chart_points_drawn(queryset, *, limit: int = MAX_PANELS) -> tuple[list[dict]
             p["workload__x_name"],
         ),
     )[:limit]
+    queryset = queryset.order_by()
     if len(drawn) < len(panels):
         # The drawn panels' GPUs and metrics: a superset of their points that PostgreSQL reads
         # faster than an OR of 24 panel keys; panels_build(limit) keeps exactly the drawn ones,

@@ -27,7 +27,16 @@ SORT_CHOICES = (
     ("gpu", "GPU"),
     ("-observed", "newest observation"),
 )
-KERNEL_DEFAULT_ORDER = ("environment__product", "operation_mode", "metric", "implementation__provider")
+# GPU product, pass, metric, provider, swept value: the run's own copies (services.run_keys), in
+# the order of the index `run_kernel_page_order`, so a page reads 50 index entries.
+KERNEL_DEFAULT_ORDER = ("gpu_product", "operation_mode", "metric", "provider", "x_value", "id")
+RUN_LIST_DEFAULT_ORDER = (
+    "kernel__slug",
+    "environment__product",
+    "implementation__provider",
+    "workload__x_value",
+    "id",
+)
 
 
 class NarrowPaginator(Paginator):
@@ -52,7 +61,7 @@ def _filtered(request, queryset, default_order):
         return filterset, None, 400
     runs = filterset.qs
     if not request.GET.get("sort"):
-        runs = runs.order_by(*default_order, "workload__x_value", "id")
+        runs = runs.order_by(*default_order)
     return filterset, _paginate(request, runs, paginator=NarrowPaginator), 200
 
 
@@ -194,12 +203,15 @@ def kernel_detail(request, slug):
     kernel = get_object_or_404(Kernel, slug=slug)
     runs = selectors.public_runs().filter(kernel=kernel)
     filterset, page, status = _filtered(request, runs, KERNEL_DEFAULT_ORDER)
+    choices = selectors.kernel_filter_choices(kernel)
     panels, omitted = [], 0
     if page is not None:
         current = (
             filterset.qs if "current" in request.GET or "withdrawn" in request.GET else filterset.qs.current()
         )
-        points, omitted = selectors.chart_points_drawn(current, limit=charts.MAX_PANELS)
+        points, omitted = selectors.chart_points_drawn(
+            current, kernel=kernel, x_names=choices["x_names"], limit=charts.MAX_PANELS
+        )
         panels, _ = charts.panels_build(points)
     return render(
         request,
@@ -208,7 +220,7 @@ def kernel_detail(request, slug):
             "kernel": kernel,
             "filterset": filterset,
             "page": page,
-            "choices": selectors.kernel_filter_choices(kernel),
+            "choices": choices,
             "selected_params": request.GET.getlist("param"),
             "panels": panels,
             "omitted_panels": omitted,
@@ -221,9 +233,7 @@ def kernel_detail(request, slug):
 @require_safe
 def run_list(request):
     """Browse every run, with the API's filters (kernel, implementation, project, GPU, …)."""
-    filterset, page, status = _filtered(
-        request, selectors.public_runs(), ("kernel__slug", "environment__product", "implementation__provider")
-    )
+    filterset, page, status = _filtered(request, selectors.public_runs(), RUN_LIST_DEFAULT_ORDER)
     return render(request, "registry/run_list.html", {"filterset": filterset, "page": page}, status=status)
 
 

@@ -31,11 +31,22 @@ from registry.models import (
 )
 from registry.services.imports import ImportRejected, ImportSummary, groups_rerank
 from registry.services.reruns import CONTROLLED_SOURCE
+from registry.services.run_keys import RUN_KEY_SOURCES, run_keys_fill
 
 FORMAT = "kernelindex-controlled-runs/v1"
 BUNDLED_CONTROLLED_DIR = Path(__file__).resolve().parent.parent / "data" / "controlled-runs"
 LOG_KEPT = 4000  # characters of each job's log that ship with the data
-SKIPPED_FIELDS = {"id", "published_at", "updated_at", "first_import", "superseded_by", "lease"}
+# Not exported: the registry's own bookkeeping, and the run's copies of its specs' values
+# (run_keys.RUN_KEY_SOURCES), written again on load.
+SKIPPED_FIELDS = {
+    "id",
+    "published_at",
+    "updated_at",
+    "first_import",
+    "superseded_by",
+    "lease",
+    *RUN_KEY_SOURCES,
+}
 
 
 def controlled_runs_export(*, runs) -> dict:
@@ -68,7 +79,7 @@ def controlled_runs_load(*, path: Path | str) -> ImportSummary:
     source, _ = Source.objects.get_or_create(
         slug=CONTROLLED_SOURCE["slug"], defaults={k: v for k, v in CONTROLLED_SOURCE.items() if k != "slug"}
     )
-    summary, keys = ImportSummary(), set()
+    summary, keys, created = ImportSummary(), set(), []
     for file in files:
         document = _read(file)
         for number, entry in enumerate(document["runs"], start=1):
@@ -79,7 +90,9 @@ def controlled_runs_load(*, path: Path | str) -> ImportSummary:
             else:
                 summary.created += 1
                 keys.add(run.comparison_key)
+                created.append(run.pk)
     groups_rerank(keys=keys)
+    run_keys_fill(runs=BenchmarkRun.objects.filter(pk__in=created))
     generation_bump()
     return summary
 

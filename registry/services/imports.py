@@ -23,6 +23,7 @@ from registry.models import (
     SourceImport,
     Workload,
 )
+from registry.services.run_keys import run_keys_fill
 
 BUNDLED_LIGER_CSV = (
     Path(__file__).resolve().parent.parent / "data" / "liger-kernel" / "all_benchmark_data.csv"
@@ -88,6 +89,7 @@ def liger_import(
     for field, value in summary.as_dict().items():
         setattr(record, field, value)
     record.save()
+    run_keys_fill(runs=BenchmarkRun.objects.filter(first_import=record))
     generation_bump()
     return summary
 

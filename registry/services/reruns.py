@@ -36,6 +36,7 @@ from registry.models import (
     Source,
 )
 from registry.services.imports import groups_rerank
+from registry.services.run_keys import RUN_KEY_SOURCES, run_keys_fill
 
 logger = logging.getLogger(__name__)
 
@@ -532,7 +533,8 @@ def _measured_run_create(job: RerunJob) -> BenchmarkRun:
         **run,
     )
     groups_rerank(keys=[created.comparison_key])
-    created.refresh_from_db(fields=["rank", "group_size"])
+    run_keys_fill(runs=BenchmarkRun.objects.filter(pk=created.pk))
+    created.refresh_from_db(fields=["rank", "group_size", *RUN_KEY_SOURCES])
     return created
 
 

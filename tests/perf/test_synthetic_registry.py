@@ -27,6 +27,10 @@ FIELDS = (
     "protocol__digest",
     "environment__digest",
     "kernel__slug",
+    "gpu_product",
+    "provider",
+    "x_name",
+    "x_value",
 )
 ROWS = generate.CHUNK + 500  # more than one chunk, every Liger version, more than one GPU
 

@@ -225,6 +225,13 @@ class TestMeasureJobs:
         assert (run.rank, run.group_size) == (1, 1)
         assert run.implementation.revision == "4.57.1"
         assert run.environment.software["torch"] == "2.11.0"
+        # Its copies of its specs' values, on which the kernel page sorts (services.run_keys).
+        assert (run.gpu_product, run.provider, run.x_name, run.x_value) == (
+            run.environment.product,
+            run.implementation.provider,
+            run.workload.x_name,
+            run.workload.x_value,
+        )
         assert run.digest == digests.digest(run.manifest)
         assert run.manifest["items"][0]["spec"]["results"]["samples"] == finished.samples
         h200_run.refresh_from_db()
