@@ -1,6 +1,7 @@
 """An import killed halfway leaves the registry exactly as it was; the next import completes."""
 
 import csv
+import os
 import signal
 import subprocess
 import sys
@@ -49,38 +50,39 @@ def data_file(tmp_path) -> tuple[str, int]:
     return write_csv(tmp_path / "data.csv", rows), len(rows)
 
 
-def child_sessions_wait(timeout: float = 30) -> None:
+def child_sessions_wait(application_name: str, timeout: float = 30) -> None:
     """A PostgreSQL backend outlives its killed client: a COMMIT already sent still lands, after
-    the kill. Wait until the child's session is gone, so the registry read next is final."""
+    the kill. Wait until the child's session (found by the application name it connected with;
+    other tests may leave sessions of their own) is gone, so the registry read next is final."""
     if connection.vendor != "postgresql":
         return  # SQLite commits in the child's own process: nothing outlives it
     deadline = time.monotonic() + timeout
     with connection.cursor() as cursor:
         while time.monotonic() < deadline:
             cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND pid <> pg_backend_pid() AND backend_type = 'client backend'"
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", [application_name]
             )
             if cursor.fetchone()[0] == 0:
                 return
             time.sleep(0.05)
-    raise AssertionError("the killed import's database session did not end")
+    raise AssertionError(f"the killed import's database session ({application_name}) did not end")
 
 
 def import_killed_after(path: str, delay: float) -> str:
     """Start an import in a child process, SIGKILL it after `delay` seconds: "early" (before the
     import began), "mid-import" (killed inside it) or "finished" (it said so)."""
+    application_name = f"killed-import-{os.getpid()}-{delay}"
     process = subprocess.Popen(
         [sys.executable, "-c", CHILD, path],
         cwd=ROOT,
-        env=child_env(),
+        env=child_env(PGAPPNAME=application_name),  # libpq's default application_name
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
     time.sleep(delay)
     process.send_signal(signal.SIGKILL)
     output = process.communicate()[0].decode()
-    child_sessions_wait()
+    child_sessions_wait(application_name)
     if "Imported" in output:
         return "finished"
     assert process.returncode == -signal.SIGKILL, output

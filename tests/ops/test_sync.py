@@ -157,7 +157,8 @@ class TestAFailedSyncLeavesTheRegistryUntouched:
         with django_capture_on_commit_callbacks(execute=True) as callbacks:
             sync = liger_sync()
 
-        assert len(callbacks) == 1
+        # One callback sends the mail; the page cache's generation bump (registry.cache) aside.
+        assert len([c for c in callbacks if c.__module__ != "registry.cache"]) == 1
         sync.refresh_from_db()
         assert sync.status == "failed" and "does not match PyPI's" in sync.error
         assert sync.notified_at is not None
