@@ -463,10 +463,10 @@ def _environment(gpu_name: str) -> dict:
     }
 
 
-def _protocol(metric: str) -> dict:
-    spec = PROTOCOLS[metric]
+def protocol_fields(spec: dict, *, slug: str) -> dict:
+    """A Protocol row's fields from its spec document (the manifest's `protocol` section)."""
     return {
-        "slug": slugify(spec["name"]),
+        "slug": slug,
         "name": spec["name"],
         "harness": spec["harness"],
         "harness_repository": spec["harnessRepository"],
@@ -475,8 +475,12 @@ def _protocol(metric: str) -> dict:
         "comparability_family": spec["comparabilityFamily"],
         "notes": spec["notes"],
         "spec": spec,
-        "digest": _spec_digest(spec),
     }
+
+
+def _protocol(metric: str) -> dict:
+    spec = PROTOCOLS[metric]
+    return {**protocol_fields(spec, slug=slugify(spec["name"])), "digest": _spec_digest(spec)}
 
 
 def _implementation(kernel, provider, liger_version, config) -> dict:

@@ -571,17 +571,7 @@ def _protocol_spec(job: RerunJob) -> dict:
         "notes": _CONTROLLED_NOTE,
         "settings": job.protocol,
     }
-    return {
-        "slug": base["comparabilityFamily"].replace("/", "-"),
-        "name": spec["name"],
-        "harness": spec["harness"],
-        "harness_repository": spec["harnessRepository"],
-        "timer": spec["timer"],
-        "statistic": spec["statistic"],
-        "comparability_family": spec["comparabilityFamily"],
-        "notes": spec["notes"],
-        "spec": spec,
-    }
+    return liger.protocol_fields(spec, slug=base["comparabilityFamily"].replace("/", "-"))
 
 
 def _environment_spec(job: RerunJob, captured: dict) -> dict:
