@@ -2,6 +2,7 @@
 when asked (`celery worker -B`), its pool child found by pid, and its log read for what each
 attempt did."""
 
+import functools
 import os
 import re
 import signal
@@ -9,6 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from bench.servers import wait_until
 from registry.models import BenchmarkRun, JobState, RerunJob
 from tests.reruns.worker import Worker
 
@@ -53,14 +55,8 @@ class FaultWorker(Worker):
         return RECORDED.findall(self.log(since))
 
 
-def until(condition, timeout: float, what: str, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+# Polling, as the bench's servers poll: one helper, a slower default interval for job states.
+until = functools.partial(wait_until, interval=0.1)
 
 
 def watch_until_finished(job: RerunJob, run: BenchmarkRun, timeout: float = 150) -> list[str]:
