@@ -11,7 +11,7 @@ production settings and a Celery worker with beat; stops all of them at the end;
 JSON object: p50 / p95 / p99 in ms, requests, failures and the error rate, and the jobs.
 
 Every virtual user comes from 127.0.0.1, so the anonymous API rate (one bucket per address) is
-lifted for the run; everything else is as deployed.
+lifted for the run (bench/stack.py); everything else is as deployed.
 """
 
 import argparse
@@ -125,7 +125,6 @@ def load_run(*, postgres: str, users: int, duration_s: int, geglu_only: bool, fo
                 port=free_port(8800),
                 web_workers=3,
             )
-            site.env["API_ANON_RATE"] = "1000000/minute"
             try:
                 site.prepare(data_csv(folder / "data.csv", bundled=True, geglu_only=geglu_only))
                 site.start_web()

@@ -1,13 +1,6 @@
 import pytest
 
-from registry.harness.cache import harness_fetch
 from registry.harness.session import sessions_close
-
-
-@pytest.fixture(scope="session")
-def harness_root():
-    """The pinned liger-kernel sdist, downloaded once into KERNELINDEX_HARNESS_DIR if missing."""
-    return harness_fetch()
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import time
 
 import pytest
 
-from registry.harness.cache import harness_fetch
 from registry.models import BenchmarkRun, JobState, Kernel, RerunJob
 from registry.services import job_send, measure_request, rerun_request
 from tests.reruns.worker import Worker, broker_clear, broker_is_redis, queue_length
@@ -23,8 +22,7 @@ JOB_TIMEOUT = 90
 
 
 @pytest.fixture(scope="module")
-def worker(django_db_setup, tmp_path_factory):
-    harness_fetch()  # the pinned liger-kernel sdist, from PyPI the first time
+def worker(django_db_setup, tmp_path_factory, harness_root):
     broker_clear()
     worker = Worker(tmp_path_factory.mktemp("worker")).start()
     yield worker
