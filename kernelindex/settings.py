@@ -124,6 +124,8 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 CACHE_URL = _env(env.str, "CACHE_URL", default="")
 if CACHE_URL:
     CACHES = {"default": _env(env.cache_url, "CACHE_URL")}
+    if CACHES["default"]["BACKEND"] == "django.core.cache.backends.redis.RedisCache":
+        CACHES["default"]["BACKEND"] = "kernelindex.redis_cache.RedisCache"  # one client per pool
 else:
     CACHES = {
         "default": {
