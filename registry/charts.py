@@ -24,6 +24,12 @@ METRIC_ORDER = {"latency": 0, "memory": 1}
 WIDTH, HEIGHT = 640, 340
 LEFT, RIGHT, TOP, BOTTOM = 70, 18, 16, 52
 MAX_PANELS = 24
+# The most chart points one kernel page reads and draws. Panels are drawn whole or not at all: a
+# selection over this budget draws no chart and asks the reader to narrow it, rather than thinning
+# the points (the page is read as the record of what was measured). The largest kernel of the
+# synthetic 1,000,000-run registry draws 1,542 points (docs/performance.md); this bounds the query
+# and the page in any data.
+MAX_CHART_POINTS = 10_000
 
 
 def significant(value: float, digits: int = 4) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from django.db.models import Count, Exists, Max, Min, OuterRef, Q, Value
 
-from registry.charts import MAX_PANELS, METRIC_ORDER, PASS_ORDER
+from registry.charts import MAX_CHART_POINTS, MAX_PANELS, METRIC_ORDER, PASS_ORDER
 from registry.models import (
     EVIDENCE_EXPLANATIONS,
     BenchmarkRun,
@@ -442,13 +442,20 @@ def chart_panels(queryset, *, kernel: Kernel, x_names: Iterable[str]) -> list[di
 
 
 def chart_points_drawn(
-    queryset, *, kernel: Kernel, x_names: Iterable[str] | None = None, limit: int = MAX_PANELS
+    queryset,
+    *,
+    kernel: Kernel,
+    x_names: Iterable[str] | None = None,
+    limit: int = MAX_PANELS,
+    max_points: int = MAX_CHART_POINTS,
 ) -> tuple[list[dict], int]:
     """The filtered runs of the first `limit` chart panels (in `charts.panels_build`'s order), and
     perhaps of a few more on the same GPUs, as plain values; and how many panels were left out.
     Two queries (three without `x_names`, the kernel's swept parameters): the panels
     (`chart_panels`), then the points of the drawn panels' GPUs, so a kernel measured on many
-    GPUs does not load every run it has into Python for 24 charts."""
+    GPUs does not load every run it has into Python for 24 charts. The points query reads at
+    most `max_points + 1` rows: more than `max_points` means the selection is over the page's
+    budget, and the rows read are not a whole set of panels."""
     if x_names is None:
         x_names = Workload.objects.filter(kernel=kernel).values_list("x_name", flat=True).distinct()
     panels = chart_panels(queryset, kernel=kernel, x_names=x_names)
@@ -470,7 +477,7 @@ def chart_points_drawn(
             environment__slug__in={p["environment__slug"] for p in drawn},
             metric__in={p["metric"] for p in drawn},
         )
-    return list(queryset.values(*CHART_FIELDS)), len(panels) - len(drawn)
+    return list(queryset.values(*CHART_FIELDS)[: max_points + 1]), len(panels) - len(drawn)
 
 
 # --- comparison groups (API) -----------------------------------------------------------------

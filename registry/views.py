@@ -204,15 +204,21 @@ def kernel_detail(request, slug):
     runs = selectors.public_runs().filter(kernel=kernel)
     filterset, page, status = _filtered(request, runs, KERNEL_DEFAULT_ORDER)
     choices = selectors.kernel_filter_choices(kernel)
-    panels, omitted = [], 0
+    panels, omitted, points_over = [], 0, False
     if page is not None:
         current = (
             filterset.qs if "current" in request.GET or "withdrawn" in request.GET else filterset.qs.current()
         )
         points, omitted = selectors.chart_points_drawn(
-            current, kernel=kernel, x_names=choices["x_names"], limit=charts.MAX_PANELS
+            current,
+            kernel=kernel,
+            x_names=choices["x_names"],
+            limit=charts.MAX_PANELS,
+            max_points=charts.MAX_CHART_POINTS,
         )
-        panels, _ = charts.panels_build(points)
+        points_over = len(points) > charts.MAX_CHART_POINTS
+        if not points_over:
+            panels, _ = charts.panels_build(points)
     return render(
         request,
         "registry/kernel_detail.html",
@@ -224,6 +230,7 @@ def kernel_detail(request, slug):
             "selected_params": request.GET.getlist("param"),
             "panels": panels,
             "omitted_panels": omitted,
+            "chart_points_over": f"{charts.MAX_CHART_POINTS:,}" if points_over else "",
             "sort_choices": SORT_CHOICES,
         },
         status=status,

@@ -80,6 +80,35 @@ class TestChartsAndChoices:
         assert charts.panels_build(points, limit=4)[0] == charts.panels_build(every_point, limit=4)[0]
         assert omitted == charts.panels_build(every_point, limit=4)[1] > 0
 
+    def test_the_points_query_reads_at_most_one_row_over_the_budget(self, kernel):
+        current = BenchmarkRun.objects.public().filter(kernel=kernel).current()
+        points, _ = selectors.chart_points_drawn(current, kernel=kernel)
+        assert len(points) > 6
+        over, _ = selectors.chart_points_drawn(current, kernel=kernel, max_points=5)
+        assert len(over) == 6
+
+    def test_a_selection_over_the_point_budget_draws_no_chart_and_says_so(
+        self, client, kernel, monkeypatch, settings
+    ):
+        settings.PAGE_CACHE_SECONDS = 0  # the same URL is asked twice, under two budgets
+        current = BenchmarkRun.objects.public().filter(kernel=kernel).current()
+        drawn = len(selectors.chart_points_drawn(current, kernel=kernel)[0])
+        url = reverse("registry:kernel-detail", args=[kernel.slug])
+
+        monkeypatch.setattr(charts, "MAX_CHART_POINTS", drawn - 1)
+        response = client.get(url)
+        assert response.status_code == 200
+        assert response.context["panels"] == []
+        html = response.content.decode()
+        assert f"More than {drawn - 1:,} chart points match" in html
+        assert "<svg" not in html
+        assert len(response.context["page"].object_list) == 50  # the runs table is still there
+
+        monkeypatch.setattr(charts, "MAX_CHART_POINTS", drawn)
+        response = client.get(url)
+        assert len(response.context["panels"]) > 4
+        assert "chart points match" not in response.content.decode()
+
     def test_filter_choices_equal_a_distinct_over_the_kernels_runs(self, kernel):
         choices = selectors.kernel_filter_choices(kernel)
         runs = BenchmarkRun.objects.filter(kernel=kernel)
