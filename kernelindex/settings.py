@@ -330,6 +330,9 @@ JOB_HEARTBEAT_INTERVAL = _env(env.float, "JOB_HEARTBEAT_INTERVAL", default=15.0)
 JOB_STALE_AFTER = _env(env.float, "JOB_STALE_AFTER", default=120.0)
 JOB_MAX_ATTEMPTS = _env(env.int, "JOB_MAX_ATTEMPTS", default=3)
 JOB_RESEND_AFTER = _env(env.float, "JOB_RESEND_AFTER", default=3600.0)
+# A running job whose worker sent its result is not lost for this long, heartbeat or not: the result
+# may be queued behind other tasks of the default worker. Past it, the result is taken as lost.
+JOB_RESULT_DEADLINE = _env(env.float, "JOB_RESULT_DEADLINE", default=900.0)
 if JOB_STALE_AFTER <= 2 * JOB_HEARTBEAT_INTERVAL:
     raise ImproperlyConfigured("JOB_STALE_AFTER must be more than twice JOB_HEARTBEAT_INTERVAL.")
 if not CELERY_BROKER_URL.startswith("filesystem://"):

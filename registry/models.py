@@ -324,6 +324,12 @@ class RerunJob(models.Model):
     attempts = models.PositiveSmallIntegerField(default=0)
     lease = models.CharField(max_length=40, blank=True, help_text="Names the attempt that holds it.")
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    result_sent_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the attempt holding the lease sent its result; until JOB_RESULT_DEADLINE after "
+        "it, the job is waiting to be recorded, not lost.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     sent_at = models.DateTimeField(null=True, blank=True, help_text="Last time its message was sent.")
     started_at = models.DateTimeField(null=True, blank=True)

@@ -99,7 +99,20 @@ def job_execute(self, job_id: int, signed: dict | None = None, signature: str = 
             retry=True,
             retry_policy=RESULT_PUBLISH_RETRY,
         )
+        _result_sent_mark(job_id, claim.lease)
     return result.get("status", "")
+
+
+def _result_sent_mark(job_id: int, lease: str) -> None:
+    """Once the heartbeat stops, the result may wait in the default queue behind other tasks; the
+    mark keeps the reconciler from re-running a job whose result is on its way. Without it (the
+    database is down just now) the job is as before: re-run if the result is not recorded within
+    JOB_STALE_AFTER, and the late result refused."""
+    try:
+        services.job_result_sent(job_id=job_id, lease=lease)
+    except TRANSIENT_ERRORS:
+        logger.warning("Job %s: could not mark its result as sent", job_id, exc_info=True)
+        connection.close()
 
 
 def _harness_run(job_id: int, claim) -> dict:

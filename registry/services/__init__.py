@@ -19,6 +19,7 @@ from registry.services.reruns import (  # noqa: F401
     job_heartbeat,
     job_message,
     job_message_check,
+    job_result_sent,
     job_send,
     jobs_reconcile,
     measure_request,

@@ -298,7 +298,7 @@ def job_claim(*, job_id: int, gpu_slug: str, worker_host: str, worker_gpu: str =
     if job.gpu_slug != gpu_slug:
         return Claim("wrong_gpu", queue=job.queue)
     now = timezone.now()
-    claimable = Q(state=JobState.QUEUED) | Q(state=JobState.RUNNING, heartbeat_at__lt=_stale_cutoff(now))
+    claimable = Q(state=JobState.QUEUED) | _lost(now)
     if job.attempts >= settings.JOB_MAX_ATTEMPTS:
         gave_up = RerunJob.objects.filter(claimable, pk=job_id).update(
             state=JobState.FAILED,
@@ -315,6 +315,7 @@ def job_claim(*, job_id: int, gpu_slug: str, worker_host: str, worker_gpu: str =
         lease=lease,
         attempts=F("attempts") + 1,
         heartbeat_at=now,
+        result_sent_at=None,
         started_at=now,
         worker_host=worker_host[:200],
         worker_gpu=worker_gpu[:200],
@@ -350,6 +351,18 @@ def job_heartbeat(*, job_id: int, lease: str) -> bool:
     return (
         RerunJob.objects.filter(pk=job_id, state=JobState.RUNNING, lease=lease).update(
             heartbeat_at=timezone.now()
+        )
+        == 1
+    )
+
+
+def job_result_sent(*, job_id: int, lease: str) -> bool:
+    """The attempt holding `lease` has sent its result to the recorder: until JOB_RESULT_DEADLINE
+    the job is waiting to be recorded, and neither the reconciler nor a second delivery takes it
+    from that attempt, though its heartbeat has stopped. False once the job is no longer its own."""
+    return (
+        RerunJob.objects.filter(pk=job_id, state=JobState.RUNNING, lease=lease).update(
+            result_sent_at=timezone.now()
         )
         == 1
     )
@@ -677,10 +690,9 @@ def jobs_reconcile(*, now=None) -> dict[str, int]:
     harmless (the claim decides)."""
     now = now or timezone.now()
     counts = {"requeued": 0, "failed": 0, "resent": 0}
-    cutoff = _stale_cutoff(now)
-    stale = RerunJob.objects.filter(state=JobState.RUNNING, heartbeat_at__lt=cutoff)
-    for job in stale.only("pk", "attempts", "gpu_slug"):
-        mine = RerunJob.objects.filter(pk=job.pk, state=JobState.RUNNING, heartbeat_at__lt=cutoff)
+    lost = _lost(now)
+    for job in RerunJob.objects.filter(lost).only("pk", "attempts", "gpu_slug"):
+        mine = RerunJob.objects.filter(lost, pk=job.pk)
         if job.attempts >= settings.JOB_MAX_ATTEMPTS:
             counts["failed"] += mine.update(
                 state=JobState.FAILED,
@@ -688,13 +700,15 @@ def jobs_reconcile(*, now=None) -> dict[str, int]:
                 lease="",
                 error=f"Gave up after {job.attempts} attempts: the worker was lost each time.",
             )
-        elif mine.update(state=JobState.QUEUED, lease="", heartbeat_at=None, sent_at=now):
+        elif mine.update(
+            state=JobState.QUEUED, lease="", heartbeat_at=None, result_sent_at=None, sent_at=now
+        ):
             counts["requeued"] += 1
             _send_on_commit(job)
-    lost = RerunJob.objects.filter(
+    unsent = RerunJob.objects.filter(
         state=JobState.QUEUED, sent_at__lt=now - timedelta(seconds=settings.JOB_RESEND_AFTER)
     )
-    for job in lost.only("pk", "gpu_slug"):
+    for job in unsent.only("pk", "gpu_slug"):
         if RerunJob.objects.filter(pk=job.pk, state=JobState.QUEUED).update(sent_at=now):
             counts["resent"] += 1
             _send_on_commit(job)
@@ -703,5 +717,10 @@ def jobs_reconcile(*, now=None) -> dict[str, int]:
     return counts
 
 
-def _stale_cutoff(now):
-    return now - timedelta(seconds=settings.JOB_STALE_AFTER)
+def _lost(now) -> Q:
+    """Running jobs whose attempt is taken as lost: no heartbeat for JOB_STALE_AFTER, and no
+    result sent within JOB_RESULT_DEADLINE (a sent result waits to be recorded; `job_result_sent`)."""
+    return Q(state=JobState.RUNNING, heartbeat_at__lt=now - timedelta(seconds=settings.JOB_STALE_AFTER)) & (
+        Q(result_sent_at__isnull=True)
+        | Q(result_sent_at__lt=now - timedelta(seconds=settings.JOB_RESULT_DEADLINE))
+    )

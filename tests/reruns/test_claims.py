@@ -9,7 +9,14 @@ from django.test import override_settings
 from django.utils import timezone
 
 from registry.models import JobState, RerunJob
-from registry.services import JobRefused, job_claim, job_heartbeat, jobs_reconcile, rerun_request
+from registry.services import (
+    JobRefused,
+    job_claim,
+    job_heartbeat,
+    job_result_sent,
+    jobs_reconcile,
+    rerun_request,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -94,6 +101,32 @@ class TestReconcile:
         assert sent == []
         job.refresh_from_db()
         assert job.state == JobState.RUNNING
+
+    def test_a_job_whose_result_was_sent_waits_to_be_recorded_until_the_deadline(
+        self, h200_run, django_capture_on_commit_callbacks, settings
+    ):
+        """The heartbeat stops once the result is sent; the result may wait behind other tasks."""
+        job = rerun_request(run=h200_run)
+        claim = job_claim(job_id=job.pk, gpu_slug="nvidia-h200", worker_host="a")
+        assert job_result_sent(job_id=job.pk, lease=claim.lease)
+        stale(job)
+        with django_capture_on_commit_callbacks() as sent:
+            assert jobs_reconcile() == {"requeued": 0, "failed": 0, "resent": 0}
+        assert sent == []
+        assert job_claim(job_id=job.pk, gpu_slug="nvidia-h200", worker_host="b").outcome == "busy"
+        job.refresh_from_db()
+        assert (job.state, job.lease, job.attempts) == (JobState.RUNNING, claim.lease, 1)
+
+        RerunJob.objects.filter(pk=job.pk).update(
+            result_sent_at=timezone.now() - timedelta(seconds=settings.JOB_RESULT_DEADLINE + 1)
+        )
+        with django_capture_on_commit_callbacks() as sent:
+            assert jobs_reconcile()["requeued"] == 1  # past the deadline the result is lost
+        job.refresh_from_db()
+        assert (job.state, job.lease, job.result_sent_at) == (JobState.QUEUED, "", None)
+        again = job_claim(job_id=job.pk, gpu_slug="nvidia-h200", worker_host="b")
+        assert again.outcome == "claimed"
+        assert not job_result_sent(job_id=job.pk, lease=claim.lease)  # the old attempt's mark
 
     def test_a_queued_job_whose_message_may_be_lost_is_sent_again(
         self, h200_run, django_capture_on_commit_callbacks
