@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 from django.db.models import Count, Exists, Max, Min, OuterRef, Q, Value
 
-from registry.charts import MAX_CHART_POINTS, MAX_PANELS, METRIC_ORDER, PASS_ORDER
+from registry import charts
+from registry.charts import MAX_PANELS, METRIC_ORDER, PASS_ORDER
 from registry.models import (
     EVIDENCE_EXPLANATIONS,
     BenchmarkRun,
@@ -447,15 +448,17 @@ def chart_points_drawn(
     kernel: Kernel,
     x_names: Iterable[str] | None = None,
     limit: int = MAX_PANELS,
-    max_points: int = MAX_CHART_POINTS,
+    max_points: int | None = None,
 ) -> tuple[list[dict], int]:
     """The filtered runs of the first `limit` chart panels (in `charts.panels_build`'s order), and
     perhaps of a few more on the same GPUs, as plain values; and how many panels were left out.
     Two queries (three without `x_names`, the kernel's swept parameters): the panels
     (`chart_panels`), then the points of the drawn panels' GPUs, so a kernel measured on many
     GPUs does not load every run it has into Python for 24 charts. The points query reads at
-    most `max_points + 1` rows: more than `max_points` means the selection is over the page's
-    budget, and the rows read are not a whole set of panels."""
+    most `max_points + 1` rows (`charts.MAX_CHART_POINTS` unless given): more than that means the
+    selection is over the page's budget, and the rows read are not a whole set of panels."""
+    if max_points is None:
+        max_points = charts.MAX_CHART_POINTS
     if x_names is None:
         x_names = Workload.objects.filter(kernel=kernel).values_list("x_name", flat=True).distinct()
     panels = chart_panels(queryset, kernel=kernel, x_names=x_names)

@@ -99,19 +99,24 @@ def job_execute(self, job_id: int, signed: dict | None = None, signature: str = 
             retry=True,
             retry_policy=RESULT_PUBLISH_RETRY,
         )
-        _result_sent_mark(job_id, claim.lease)
+        # Once the heartbeat stops, the result may wait in the default queue behind other tasks;
+        # the mark keeps the reconciler from re-running a job whose result is on its way. Without
+        # it (the database is down just now) the job is as before: re-run if the result is not
+        # recorded within JOB_STALE_AFTER, and the late result refused.
+        _attempt_write(
+            services.job_result_sent, job_id, claim.lease, "Job %s: could not mark its result as sent"
+        )
     return result.get("status", "")
 
 
-def _result_sent_mark(job_id: int, lease: str) -> None:
-    """Once the heartbeat stops, the result may wait in the default queue behind other tasks; the
-    mark keeps the reconciler from re-running a job whose result is on its way. Without it (the
-    database is down just now) the job is as before: re-run if the result is not recorded within
-    JOB_STALE_AFTER, and the late result refused."""
+def _attempt_write(write, job_id: int, lease: str, failure: str) -> None:
+    """One write of a running attempt's own (`write(job_id=, lease=)`) that a passing database
+    outage may skip: logged (`failure`, a format of the job id), and the broken connection closed
+    (it is not reopened by itself)."""
     try:
-        services.job_result_sent(job_id=job_id, lease=lease)
+        write(job_id=job_id, lease=lease)
     except TRANSIENT_ERRORS:
-        logger.warning("Job %s: could not mark its result as sent", job_id, exc_info=True)
+        logger.warning(failure, job_id, exc_info=True)
         connection.close()
 
 
@@ -135,11 +140,9 @@ def _heartbeat(job_id: int, lease: str):
     def beat():
         try:
             while not stop.wait(settings.JOB_HEARTBEAT_INTERVAL):
-                try:
-                    services.job_heartbeat(job_id=job_id, lease=lease)
-                except TRANSIENT_ERRORS:
-                    logger.warning("Heartbeat of job %s failed; trying again", job_id, exc_info=True)
-                    connection.close()  # a broken connection is not reopened by itself
+                _attempt_write(
+                    services.job_heartbeat, job_id, lease, "Heartbeat of job %s failed; trying again"
+                )
         finally:
             connection.close()
 
