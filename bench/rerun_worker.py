@@ -4,7 +4,7 @@
                                                        bench.common.django_env, plus BENCH_HARNESS_TIMINGS)
 
 The worker is the production one (`celery -A kernelindex worker`) with two functions wrapped before
-the pool forks: `registry.tasks._harness_run` (the whole harness call: plan, child process, the
+the pool forks: `registry.reruns.tasks._harness_run` (the whole harness call: plan, child process, the
 measurement) and `HarnessSession._start` (starting the child process and importing torch, when the
 session is not warm). Each job appends one JSON line to BENCH_HARNESS_TIMINGS. Nothing in the
 registry changes; the wrappers only read the clock.
@@ -23,8 +23,8 @@ import django  # noqa: E402
 django.setup()
 
 from kernelindex.celery import app  # noqa: E402
-from registry import tasks  # noqa: E402
-from registry.harness import session  # noqa: E402
+from registry.reruns import tasks  # noqa: E402
+from registry.reruns.harness import session  # noqa: E402
 
 TIMINGS = Path(os.environ["BENCH_HARNESS_TIMINGS"])
 _child_start: list[float] = []

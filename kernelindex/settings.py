@@ -322,7 +322,7 @@ CONTENT_SECURITY_POLICY = {
     }
 }
 
-# Controlled reruns (registry.services.reruns). A rerun agrees when its median is within
+# Controlled reruns (registry.reruns.services). A rerun agrees when its median is within
 # max(RERUN_TOLERANCE, the recorded p20–p80 spread relative to the median) of the recorded one.
 RERUN_TOLERANCE = _env(env.float, "RERUN_TOLERANCE", default=0.05)
 JOB_HARNESS_TIMEOUT = _env(env.float, "JOB_HARNESS_TIMEOUT", default=1800.0)

@@ -20,9 +20,9 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/v1/", include("registry.api_urls")),
     path("api/v1/", include("attestations.api_urls")),
-    path("api/v1/", include("registry.job_api_urls")),
+    path("api/v1/", include("registry.reruns.api_urls")),
     path("", include("attestations.urls")),
-    path("", include("registry.job_urls")),
+    path("", include("registry.reruns.urls")),
     path("", include("registry.urls")),
 ]
 handler404 = "kernelindex.errors.not_found"

@@ -7,7 +7,7 @@ from django.db.models import Q
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
-from registry.job_admin import has_request_rerun_permission, request_rerun
+from registry.reruns.admin import has_request_rerun_permission, request_rerun
 from registry.models import (
     BenchmarkRun,
     Environment,

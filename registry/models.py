@@ -278,7 +278,7 @@ class RerunJobQuerySet(models.QuerySet):
 
 class RerunJob(models.Model):
     """One controlled run on a KernelIndex GPU worker: a rerun of a recorded run, or a new
-    measurement of a workload. Only finishing one (registry.services.reruns.rerun_record_result)
+    measurement of a workload. Only finishing one (registry.reruns.services.rerun_record_result)
     ever changes a run's evidence level."""
 
     kind = models.CharField(max_length=10, choices=JobKind.choices)

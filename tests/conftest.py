@@ -3,7 +3,7 @@
 import pytest
 from django.core.cache import cache
 
-from registry.harness.cache import harness_fetch
+from registry.reruns.harness.cache import harness_fetch
 
 
 @pytest.fixture(autouse=True)

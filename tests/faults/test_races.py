@@ -17,7 +17,7 @@ from django.urls import reverse
 from attestations import services
 from attestations.models import Attestation, AttestationState, AuditEntry
 from registry.models import BenchmarkRun, RerunJob
-from registry.services import rerun_request
+from registry.reruns.services import rerun_request
 from tests.attestations.conftest import make_user, moderators_group_ensure, submit_reproduction
 from tests.faults.support import needs_postgresql, needs_redis, small_cpu_rows
 from tests.reruns.conftest import csv_import

@@ -16,7 +16,7 @@ from kombu import Connection
 
 from bench.servers import RedisServer, port_free
 from registry.models import BenchmarkRun, JobState, RerunJob
-from registry.services import job_send, rerun_request
+from registry.reruns.services import job_send, rerun_request
 from tests.faults.support import SLOW_ROW, figure, needs_redis, small_cpu_rows
 from tests.faults.workers import FaultWorker, running, until
 from tests.reruns.conftest import csv_import

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from registry.models import BenchmarkRun, JobState, RerunJob
-from registry.services import rerun_request
+from registry.reruns.services import rerun_request
 from tests.faults.support import figure, levels_seen, needs_redis, small_cpu_rows
 from tests.faults.workers import FaultWorker, machine_lost, running, watch_until_finished
 from tests.reruns.conftest import csv_import

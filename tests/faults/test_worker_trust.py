@@ -11,11 +11,11 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from registry import tasks
-from registry.harness import KERNELS, run_job_spec
-from registry.harness.spec import Refused, plan_for
+from registry.reruns import tasks
+from registry.reruns.harness import KERNELS, run_job_spec
+from registry.reruns.harness.spec import Refused, plan_for
 from registry.models import BenchmarkRun, JobState, RerunJob, Workload
-from registry.services import job_claim, job_message, job_send, rerun_request
+from registry.reruns.services import job_claim, job_message, job_send, rerun_request
 from tests.faults.support import needs_redis, small_cpu_rows
 from tests.faults.workers import FaultWorker, until
 from tests.reruns.conftest import csv_import, harness_result, small_geglu_spec

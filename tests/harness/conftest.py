@@ -1,6 +1,6 @@
 import pytest
 
-from registry.harness.session import sessions_close
+from registry.reruns.harness.session import sessions_close
 
 
 @pytest.fixture

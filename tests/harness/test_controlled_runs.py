@@ -9,7 +9,7 @@ from django.core.management import call_command
 from registry.importers import liger
 from registry.models import BenchmarkRun, RerunJob
 from registry.services import BUNDLED_LIGER_CSV, ImportRejected
-from registry.services.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_load
+from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_load
 
 H200_FILE = BUNDLED_CONTROLLED_DIR / "nvidia-h200-geglu.json"
 REFERENCE = "batch8-hidden4096-intermediate11008-seq8192-bf16"

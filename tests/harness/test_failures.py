@@ -5,7 +5,7 @@ import textwrap
 
 import pytest
 
-from registry.harness import run_job_spec
+from registry.reruns.harness import run_job_spec
 from tests.harness.conftest import geglu_spec
 
 pytestmark = pytest.mark.usefixtures("harness_root", "fresh_sessions")

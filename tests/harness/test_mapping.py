@@ -4,8 +4,8 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from registry.harness import gpu_slug, local_gpu_slug
-from registry.harness.spec import Refused, plan_for
+from registry.reruns.harness import gpu_slug, local_gpu_slug
+from registry.reruns.harness.spec import Refused, plan_for
 from registry.importers import liger
 from registry.services import BUNDLED_LIGER_CSV
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from registry.harness import run_job_spec
+from registry.reruns.harness import run_job_spec
 from tests.harness.conftest import geglu_spec
 
 

@@ -185,7 +185,7 @@ def jobs(fixture_runs):
     from django.utils import timezone
 
     from registry.models import RerunJob
-    from registry.services.reruns import job_claim, job_fail, rerun_request
+    from registry.reruns.services import job_claim, job_fail, rerun_request
 
     a100 = [r for r in fixture_runs if r.environment.slug == "nvidia-a100-sxm4-80gb"]
     b200 = [r for r in fixture_runs if r.environment.slug == "nvidia-b200"]

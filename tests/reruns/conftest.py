@@ -117,7 +117,7 @@ def contributor(db):
 
 
 def harness_result(median, *, p20=None, p80=None, samples=None, gpu_slug="nvidia-h200", unit="ms", **extra):
-    """A result in the shape `registry.harness.run_job_spec` returns."""
+    """A result in the shape `registry.reruns.harness.run_job_spec` returns."""
     samples = (
         samples
         if samples is not None

@@ -9,14 +9,7 @@ from django.test import override_settings
 from django.utils import timezone
 
 from registry.models import JobState, RerunJob
-from registry.services import (
-    JobRefused,
-    job_claim,
-    job_heartbeat,
-    job_result_sent,
-    jobs_reconcile,
-    rerun_request,
-)
+from registry.reruns.services import JobRefused, job_claim, job_heartbeat, job_result_sent, jobs_reconcile, rerun_request
 
 pytestmark = pytest.mark.django_db
 
@@ -72,7 +65,7 @@ class TestClaim:
         assert h200_run.evidence_level == "reported"
 
     def test_a_cancelled_job_is_not_claimed(self, h200_run):
-        from registry.services import job_cancel
+        from registry.reruns.services import job_cancel
 
         job = rerun_request(run=h200_run)
         assert job_cancel(job=job)

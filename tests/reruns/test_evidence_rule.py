@@ -4,14 +4,7 @@ import pytest
 
 from registry import digests
 from registry.models import BenchmarkRun, JobState, RerunJob
-from registry.services import (
-    JobRefused,
-    job_claim,
-    job_fail,
-    measure_request,
-    rerun_record_result,
-    rerun_request,
-)
+from registry.reruns.services import JobRefused, job_claim, job_fail, measure_request, rerun_record_result, rerun_request
 from tests.reruns.conftest import harness_result, small_geglu_spec
 
 pytestmark = pytest.mark.django_db

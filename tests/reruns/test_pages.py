@@ -6,7 +6,7 @@ from django.template import Context, Template
 from django.urls import reverse
 
 from registry.models import JobState, RerunJob
-from registry.services import job_claim, rerun_record_result, rerun_request
+from registry.reruns.services import job_claim, rerun_record_result, rerun_request
 from tests.reruns.conftest import harness_result
 
 pytestmark = pytest.mark.django_db
@@ -78,7 +78,7 @@ class TestRerunHistory:
 
     def test_a_measured_run_shows_the_job_that_measured_it(self, small_data):
         from registry.models import Kernel
-        from registry.services import measure_request
+        from registry.reruns.services import measure_request
 
         job = measure_request(
             kernel=Kernel.objects.get(slug="geglu"),

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from registry.models import BenchmarkRun, JobState, Kernel, RerunJob
-from registry.services import job_send, measure_request, rerun_request
+from registry.reruns.services import job_send, measure_request, rerun_request
 from tests.reruns.worker import Worker, broker_clear, broker_is_redis, queue_length
 
 pytestmark = [

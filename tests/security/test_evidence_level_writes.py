@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from attestations.models import Attestation
 from registry.models import BenchmarkRun, EvidenceLevel, JobState, RerunJob
-from registry.services import job_claim, rerun_record_result, rerun_request
+from registry.reruns.services import job_claim, rerun_record_result, rerun_request
 from tests.reruns.conftest import harness_result
 from tests.security.conftest import ROLES
 

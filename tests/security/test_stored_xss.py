@@ -20,7 +20,7 @@ from rest_framework.authtoken.models import Token
 
 from attestations import services
 from registry.models import JobState, RerunJob
-from registry.services import rerun_request
+from registry.reruns.services import rerun_request
 
 pytestmark = pytest.mark.django_db
 

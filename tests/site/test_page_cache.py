@@ -17,7 +17,7 @@ from rest_framework.throttling import AnonRateThrottle
 from attestations import services as attestation_services
 from registry import cache as page_cache
 from registry.models import BenchmarkRun, EvidenceLevel
-from registry.services import job_claim, rerun_record_result, rerun_request
+from registry.reruns.services import job_claim, rerun_record_result, rerun_request
 from tests.reruns.conftest import harness_result
 from tests.site.conftest import liger_rows
 from tests.site.test_query_counts import PAGES, _run

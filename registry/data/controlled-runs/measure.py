@@ -74,8 +74,8 @@ def wait(jobs, deadline: float, what: str) -> None:
 
 def export(out: Path, gpu: str, kernel: str) -> None:
     from registry.models import BenchmarkRun
-    from registry.services.controlled import controlled_runs_export
-    from registry.services.reruns import CONTROLLED_SOURCE
+    from registry.reruns.controlled import controlled_runs_export
+    from registry.reruns.services import CONTROLLED_SOURCE
 
     runs = BenchmarkRun.objects.filter(
         source__slug=CONTROLLED_SOURCE["slug"], environment__slug=gpu, kernel__slug=kernel
@@ -116,9 +116,10 @@ def main() -> None:
     django_setup(Path(tempfile.mkdtemp(prefix="kernelindex-")))
     from django.core.management import call_command
 
-    from registry.harness import local_gpu_slug
+    from registry.reruns.harness import local_gpu_slug
     from registry.models import BenchmarkRun, Kernel
-    from registry.services import liger_import, measure_request, rerun_request
+    from registry.reruns.services import measure_request, rerun_request
+    from registry.services import liger_import
     from registry.services.imports import BUNDLED_LIGER_CSV
 
     gpu = args.gpu or local_gpu_slug()

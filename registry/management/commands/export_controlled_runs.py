@@ -3,8 +3,8 @@ import json
 from django.core.management.base import BaseCommand
 
 from registry.models import BenchmarkRun
-from registry.services.controlled import controlled_runs_export
-from registry.services.reruns import CONTROLLED_SOURCE
+from registry.reruns.controlled import controlled_runs_export
+from registry.reruns.services import CONTROLLED_SOURCE
 
 
 class Command(BaseCommand):

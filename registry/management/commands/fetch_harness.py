@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from registry.harness.cache import LIGER_KERNEL_VERSION, HarnessMissing, harness_fetch
+from registry.reruns.harness.cache import LIGER_KERNEL_VERSION, HarnessMissing, harness_fetch
 
 
 class Command(BaseCommand):

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from registry.services.reruns import CPU_SLUG
+from registry.reruns.services import CPU_SLUG
 
 
 class Command(BaseCommand):
@@ -15,7 +15,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, gpu=None, with_default=False, **options):
         if gpu is None:
-            from registry.harness import local_gpu_slug
+            from registry.reruns.harness import local_gpu_slug
 
             gpu = local_gpu_slug()
         queues = [f"gpu.{gpu}"] + (["default"] if with_default else [])

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from registry.services import jobs_reconcile
+from registry.reruns.services import jobs_reconcile
 
 
 class Command(BaseCommand):

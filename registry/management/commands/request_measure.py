@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from registry.models import Kernel, Metric, TimedPass
-from registry.services import JobRefused, measure_request
+from registry.reruns.services import JobRefused, measure_request
 
 
 def _list(value: str) -> list[str]:

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from registry.models import BenchmarkRun
-from registry.services import JobRefused, rerun_request
+from registry.reruns.services import JobRefused, rerun_request
 
 
 class Command(BaseCommand):

@@ -7,7 +7,7 @@ value is checked for type and range, and the plan carries only plain data.
 import math
 import re
 
-from registry.harness.kernels import CPU_PROVIDERS, KERNELS, UNMAPPED, Unmappable
+from registry.reruns.harness.kernels import CPU_PROVIDERS, KERNELS, UNMAPPED, Unmappable
 from registry.importers import catalog
 
 MODES = ("forward", "backward", "full")

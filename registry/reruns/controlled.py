@@ -30,7 +30,7 @@ from registry.models import (
     Workload,
 )
 from registry.services.imports import ImportRejected, ImportSummary, groups_rerank
-from registry.services.reruns import CONTROLLED_SOURCE
+from registry.reruns.services import CONTROLLED_SOURCE
 from registry.services.run_keys import RUN_KEY_SOURCES, run_keys_fill
 
 FORMAT = "kernelindex-controlled-runs/v1"

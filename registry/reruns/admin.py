@@ -1,5 +1,5 @@
 """Moderators' controls for controlled runs: the "Request rerun" action on runs, the job list,
-and the form that queues measure jobs. Every change goes through registry.services.reruns."""
+and the form that queues measure jobs. Every change goes through registry.reruns.services."""
 
 from django import forms
 from django.conf import settings
@@ -21,8 +21,8 @@ from registry.models import (
     TimedPass,
     Workload,
 )
-from registry.services import JobRefused, job_cancel, measure_request, rerun_request
-from registry.services.reruns import CPU_SLUG
+from registry.reruns.services import JobRefused, job_cancel, measure_request, rerun_request
+from registry.reruns.services import CPU_SLUG
 
 
 def has_request_rerun_permission(request) -> bool:

@@ -1,5 +1,5 @@
 """The harness's child process: runs workloads, one at a time, through liger-kernel's own benchmark
-code. Started by registry.harness.session as `python -P -u runner.py`; needs torch and nothing of
+code. Started by registry.reruns.harness.session as `python -P -u runner.py`; needs torch and nothing of
 KernelIndex or Django.
 
 Protocol: one JSON request a line on stdin ({"start": {...}} first, then plans), one JSON answer

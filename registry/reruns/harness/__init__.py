@@ -1,6 +1,6 @@
 """The Liger harness: runs one workload through liger-kernel's own benchmark code, in a child process.
 
-    from registry.harness import run_job_spec, local_gpu_slug
+    from registry.reruns.harness import run_job_spec, local_gpu_slug
 
 `run_job_spec(spec, timeout_s=...)` never raises for a harness failure: a crash, time-out, CUDA
 error or out-of-memory comes back as status "failed" with the log; a kernel it cannot map or a
@@ -14,10 +14,10 @@ import sys
 
 from django.utils.text import slugify
 
-from registry.harness.cache import LIGER_KERNEL_VERSION, HarnessMissing, harness_ready
-from registry.harness.kernels import KERNELS
-from registry.harness.session import session_run
-from registry.harness.spec import Refused, plan_for
+from registry.reruns.harness.cache import LIGER_KERNEL_VERSION, HarnessMissing, harness_ready
+from registry.reruns.harness.kernels import KERNELS
+from registry.reruns.harness.session import session_run
+from registry.reruns.harness.spec import Refused, plan_for
 
 __all__ = ["KERNELS", "LIGER_KERNEL_VERSION", "local_gpu_slug", "protocol_for", "run_job_spec"]
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from registry import job_views
+from registry.reruns import views as job_views
 
 app_name = "jobs"
 urlpatterns = [

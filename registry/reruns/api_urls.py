@@ -1,6 +1,6 @@
 from rest_framework.routers import SimpleRouter
 
-from registry.job_api import JobViewSet
+from registry.reruns.api import JobViewSet
 
 router = SimpleRouter()
 router.register("jobs", JobViewSet, basename="job")
