@@ -264,6 +264,15 @@ class JobState(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
 
 
+class Verdict(models.TextChoices):
+    """A rerun's equivalence judgement on the relative difference of medians (its 95% interval
+    against ±RERUN_TOLERANCE); only `agrees` makes a run `reproduced`."""
+
+    AGREES = "agrees", "Agrees"
+    DISAGREES = "disagrees", "Disagrees"
+    INCONCLUSIVE = "inconclusive", "Inconclusive"
+
+
 ACTIVE_JOB_STATES = (JobState.QUEUED, JobState.RUNNING)
 
 
@@ -345,6 +354,30 @@ class RerunJob(models.Model):
     tolerance = models.FloatField(null=True, blank=True, help_text="Relative; reruns only.")
     deviation = models.FloatField(
         null=True, blank=True, help_text="(result − recorded) / recorded; reruns only."
+    )
+    verdict = models.CharField(max_length=12, choices=Verdict.choices, blank=True)
+    deviation_low = models.FloatField(
+        null=True, blank=True, help_text="95% interval of the relative difference of medians; reruns only."
+    )
+    deviation_high = models.FloatField(null=True, blank=True)
+    verdict_note = models.TextField(blank=True, help_text="What the verdict rests on, in words.")
+    gpu_uuid = models.CharField(max_length=64, blank=True, help_text="The physical GPU that ran it (NVML).")
+    avoid_gpu_uuid = models.CharField(
+        max_length=64,
+        blank=True,
+        help_text="A rerun: the card that measured the run; another card of the fleet takes the job.",
+    )
+    gpu_state = models.JSONField(
+        default=dict, blank=True, help_text="NVML clocks, temperature, power and throttle reasons, before and after."
+    )
+    sampling = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="How sampling stopped (precision or budget), the precision reached, and where the "
+        "host's seconds went (process start, setup, warm-up, timing).",
+    )
+    upstream = models.JSONField(
+        default=dict, blank=True, help_text="The source protocol's own figure (upstream do_bench), unchanged."
     )
     environment = models.JSONField(default=dict, blank=True)
     protocol = models.JSONField(default=dict, blank=True)
