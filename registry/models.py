@@ -4,8 +4,11 @@ Specs (workload, protocol, environment, implementation) are content-addressed: e
 sha256 digest of its canonical spec, so re-importing the same data finds the same rows.
 """
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 from django.urls import reverse
 
 
@@ -279,6 +282,17 @@ ACTIVE_JOB_STATES = (JobState.QUEUED, JobState.RUNNING)
 class RerunJobQuerySet(models.QuerySet):
     def active(self):
         return self.filter(state__in=ACTIVE_JOB_STATES)
+
+    def lost(self, now):
+        """Running jobs whose attempt is taken as lost, the one statement of the rule: no heartbeat
+        for JOB_STALE_AFTER, and no result sent within JOB_RESULT_DEADLINE (a sent result waits to
+        be recorded, though the heartbeat has stopped). The reconciler requeues these, a second
+        delivery may claim them, and the operations page lists them as stuck."""
+        stale = now - timedelta(seconds=settings.JOB_STALE_AFTER)
+        deadline = now - timedelta(seconds=settings.JOB_RESULT_DEADLINE)
+        return self.filter(state=JobState.RUNNING, heartbeat_at__lt=stale).filter(
+            Q(result_sent_at__isnull=True) | Q(result_sent_at__lt=deadline)
+        )
 
     def public(self):
         """What the job pages and the jobs API start from: every job, with what it is about."""

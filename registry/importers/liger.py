@@ -287,12 +287,14 @@ def _parse_row(line: int, raw: dict, variant: str, specs: dict | None = None) ->
         ("workload", kernel, config_text, x_name, x_raw, x_label),
         lambda: _workload(kernel, config, dtype, x_name, x_raw, x_label),
     )
-    environment = _cached(specs, ("environment", gpu_name), lambda: _environment(gpu_name))
+    environment = _cached(
+        specs, ("environment", gpu_name), lambda: environment_fields(environment_spec(gpu_name), slug=slugify(gpu_name))
+    )
     protocol = _cached(specs, ("protocol", metric), lambda: _protocol(metric))
     implementation = _cached(
         specs,
         ("implementation", kernel, provider, liger_version, config_text),
-        lambda: _implementation(kernel, provider, liger_version, config),
+        lambda: implementation_fields(implementation_spec(kernel, provider, liger_version, config)),
     )
     workload_digest = workload["digest"]
     comparison_key = _cached(
@@ -449,10 +451,10 @@ def _workload(kernel, config, dtype, x_name, x_raw, x_label) -> dict:
     }
 
 
-def _environment(gpu_name: str) -> dict:
-    spec = _environment_spec(gpu_name)
+def environment_fields(spec: dict, *, slug: str) -> dict:
+    """An Environment row's fields from its spec document (the manifest's environment)."""
     return {
-        "slug": slugify(gpu_name),
+        "slug": slug,
         "vendor": spec["vendor"],
         "product": spec["product"],
         "form_factor": spec["formFactor"],
@@ -483,10 +485,10 @@ def _protocol(metric: str) -> dict:
     return {**protocol_fields(spec, slug=slugify(spec["name"])), "digest": _spec_digest(spec)}
 
 
-def _implementation(kernel, provider, liger_version, config) -> dict:
-    spec = _implementation_spec(kernel, provider, liger_version, config)
+def implementation_fields(spec: dict) -> dict:
+    """An Implementation row's fields from its spec document (the manifest's implementation)."""
     return {
-        "provider": provider,
+        "provider": spec["provider"],
         "project": spec["project"],
         "project_url": spec["projectUrl"],
         "revision": spec["revision"],
@@ -671,7 +673,9 @@ def _workload_summary(parameters: dict, x_name: str, dtype: str) -> str:
     return ", ".join(parts + ([dtype] if dtype else []))
 
 
-def _environment_spec(gpu_name: str) -> dict:
+def environment_spec(gpu_name: str, *, software: dict | None = None) -> dict:
+    """A GPU's environment as the catalog knows it. The source records none of CUDA, driver or
+    torch versions; a controlled run passes the `software` its worker captured."""
     vendor, product, form_factor, architecture = catalog.GPUS.get(
         gpu_name, (gpu_name.split()[0], gpu_name, "", "")
     )
@@ -681,12 +685,12 @@ def _environment_spec(gpu_name: str) -> dict:
         "product": product,
         "formFactor": form_factor,
         "architecture": architecture,
-        # The source records none of CUDA, driver or torch versions.
-        "software": {},
+        "software": software or {},
     }
 
 
-def _implementation_spec(kernel: str, provider: str, liger_version: str, config: dict) -> dict:
+def implementation_spec(kernel: str, provider: str, liger_version: str, config: dict) -> dict:
+    """Who wrote a provider's implementation of a kernel; shared with the controlled runs."""
     project, url = catalog.PROJECTS.get(
         provider,
         ("Liger-Kernel", catalog.LIGER_REPOSITORY) if provider.startswith("liger") else (provider, ""),

@@ -18,20 +18,22 @@ from registry.cache import generation_bump
 from registry.models import (
     ACTIVE_JOB_STATES,
     BenchmarkRun,
-    Environment,
     EvidenceLevel,
-    Implementation,
     JobKind,
     JobState,
     Kernel,
-    Protocol,
     RerunJob,
     Source,
     Workload,
 )
-from registry.services.imports import ImportRejected, ImportSummary, groups_rerank
-from registry.reruns.services import CONTROLLED_SOURCE
-from registry.services.run_keys import RUN_KEY_SOURCES, run_keys_fill
+from registry.reruns.services.measured_run import (
+    CONTROLLED_SOURCE,
+    controlled_source,
+    measured_run_create,
+    spec_row,
+)
+from registry.services.imports import ImportRejected, ImportSummary
+from registry.services.run_keys import RUN_KEY_SOURCES
 
 FORMAT = "kernelindex-controlled-runs/v1"
 BUNDLED_CONTROLLED_DIR = Path(__file__).resolve().parent.parent / "data" / "controlled-runs"
@@ -76,23 +78,16 @@ def controlled_runs_load(*, path: Path | str) -> ImportSummary:
     """Load every `*.json` export in `path` (a folder or one file)."""
     path = Path(path)
     files = sorted(path.glob("*.json")) if path.is_dir() else [path]
-    source, _ = Source.objects.get_or_create(
-        slug=CONTROLLED_SOURCE["slug"], defaults={k: v for k, v in CONTROLLED_SOURCE.items() if k != "slug"}
-    )
-    summary, keys, created = ImportSummary(), set(), []
+    source = controlled_source()
+    summary = ImportSummary()
     for file in files:
         document = _read(file)
         for number, entry in enumerate(document["runs"], start=1):
             summary.rows += 1
-            run = _run_load(entry, source, where=f"{file.name}, run {number}")
-            if run is None:
+            if _run_load(entry, source, where=f"{file.name}, run {number}") is None:
                 summary.unchanged += 1
             else:
                 summary.created += 1
-                keys.add(run.comparison_key)
-                created.append(run.pk)
-    groups_rerank(keys=keys)
-    run_keys_fill(runs=BenchmarkRun.objects.filter(pk__in=created))
     generation_bump()
     return summary
 
@@ -113,15 +108,15 @@ def _run_load(entry: dict, source: Source, *, where: str) -> BenchmarkRun | None
         return None
     _evidence_check(fields, entry["jobs"], where)
     kernel, _ = Kernel.objects.get_or_create(slug=entry["kernel"]["slug"], defaults=entry["kernel"])
-    workload = _by_digest(Workload, entry["workload"], kernel=kernel)
-    run = BenchmarkRun.objects.create(
+    workload = spec_row(Workload, entry["workload"], kernel=kernel)
+    run = measured_run_create(
         source=source,
         kernel=kernel,
         workload=workload,
-        implementation=_by_digest(Implementation, entry["implementation"], kernel=kernel),
-        protocol=_by_digest(Protocol, entry["protocol"]),
-        environment=_by_digest(Environment, entry["environment"]),
-        **{**fields, "observed_at": datetime.fromisoformat(fields["observed_at"])},
+        implementation=entry["implementation"],
+        protocol=entry["protocol"],
+        environment=entry["environment"],
+        run={**fields, "observed_at": datetime.fromisoformat(fields["observed_at"])},
     )
     for job in entry["jobs"]:
         role = job.pop("role")
@@ -145,11 +140,6 @@ def _evidence_check(fields: dict, jobs: list, where: str) -> None:
         raise ImportRejected(f"{where}: level 'reproduced' without a succeeded rerun job")
     if level not in (EvidenceLevel.MEASURED, EvidenceLevel.REPRODUCED):
         raise ImportRejected(f"{where}: a controlled run is 'measured' or 'reproduced', not {level!r}")
-
-
-def _by_digest(model, fields: dict, **extra):
-    row, _ = model.objects.get_or_create(digest=fields["digest"], defaults={**fields, **extra})
-    return row
 
 
 def _fields(instance) -> dict:

@@ -14,6 +14,7 @@ import sys
 
 from django.utils.text import slugify
 
+from registry.importers.catalog import LIGER_REPOSITORY
 from registry.reruns.harness.cache import LIGER_KERNEL_VERSION, HarnessMissing, harness_ready
 from registry.reruns.harness.kernels import KERNELS
 from registry.reruns.harness.session import session_run
@@ -21,7 +22,6 @@ from registry.reruns.harness.spec import Refused, plan_for
 
 __all__ = ["KERNELS", "LIGER_KERNEL_VERSION", "local_gpu_slug", "protocol_for", "run_job_spec"]
 
-LIGER_REPOSITORY = "https://github.com/linkedin/Liger-Kernel"
 COMPARABILITY = (
     "Comparable only with KernelIndex-controlled runs of the same kernel, workload, timed pass, "
     "GPU model and protocol."
@@ -69,9 +69,10 @@ def gpu_slug(gpu_name: str) -> str:
 
 
 def protocol_for(*, device: str, metric: str) -> dict:
-    """The protocol of a controlled run; the same for every job of one device kind and metric, so
-    that its digest names it. What varies per job (the sample budget) is in the result's
-    `sampling`."""
+    """The protocol of a controlled run, its one description: the worker reports it with its
+    result, and the recorder makes it the measured run's protocol spec. The same for every job of
+    one device kind and metric, so that its digest names it. What varies per job (the sample
+    budget) is in the result's `sampling`."""
     common = {
         "harness": "Liger-Kernel benchmark scripts",
         "harnessRepository": LIGER_REPOSITORY,

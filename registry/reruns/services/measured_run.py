@@ -1,0 +1,205 @@
+"""A controlled run as a registry record: its spec rows, its manifest and digest, its rank.
+
+One service, `measured_run_create`, puts a controlled run into the registry, whether the recorder
+has just measured it (`measured_run_from_job`) or the controlled-run loader reads it from a file
+that another installation exported.
+"""
+
+from django.db import transaction
+
+from registry import digests
+from registry.importers import liger
+from registry.models import (
+    BenchmarkRun,
+    Environment,
+    EvidenceLevel,
+    Implementation,
+    Kernel,
+    Protocol,
+    RerunJob,
+    Source,
+    Workload,
+)
+from registry.reruns.harness import protocol_for
+from registry.reruns.services.worker import CPU_SLUG, job_device
+from registry.services.imports import groups_rerank
+from registry.services.run_keys import RUN_KEY_SOURCES, run_keys_fill
+
+CONTROLLED_SOURCE = {
+    "slug": "kernelindex-controlled",
+    "name": "KernelIndex controlled runs",
+    "url": "https://github.com/linkedin/Liger-Kernel/tree/main/benchmark/scripts",
+    "license": "CC-BY-4.0",
+    "license_url": "https://creativecommons.org/licenses/by/4.0/",
+    "description": "Runs measured by KernelIndex's own workers: the upstream Liger-Kernel benchmark "
+    "functions on exactly the recorded workload, with raw samples and the captured environment.",
+}
+# Which captured version is the revision of a provider's project.
+PROJECT_VERSIONS = {
+    "Liger-Kernel": "liger_kernel",
+    "Hugging Face Transformers": "transformers",
+    "PyTorch": "torch",
+    "PyTorch (torch.compile)": "torch",
+}
+SOFTWARE_KEYS = ("driver", "cuda", "torch", "triton", "liger_kernel", "transformers", "python")
+
+
+def controlled_source() -> Source:
+    return Source.objects.get_or_create(
+        slug=CONTROLLED_SOURCE["slug"], defaults={k: v for k, v in CONTROLLED_SOURCE.items() if k != "slug"}
+    )[0]
+
+
+def spec_row(model, fields: dict, **extra):
+    """Specs are content-addressed: the row with `fields["digest"]`, created the first time."""
+    row, _ = model.objects.get_or_create(digest=fields["digest"], defaults={**fields, **extra})
+    return row
+
+
+@transaction.atomic
+def measured_run_create(
+    *,
+    source: Source,
+    kernel: Kernel,
+    workload: Workload,
+    implementation: dict,
+    protocol: dict,
+    environment: dict,
+    run: dict,
+) -> BenchmarkRun:
+    """Create one controlled run from the fields of its spec rows and its own (manifest, digest
+    and evidence level included), then rank its comparison group again and fill its keys, so the
+    run is in its group the moment it exists."""
+    created = BenchmarkRun.objects.create(
+        source=source,
+        kernel=kernel,
+        workload=workload,
+        implementation=spec_row(Implementation, implementation, kernel=kernel),
+        protocol=spec_row(Protocol, protocol),
+        environment=spec_row(Environment, environment),
+        **run,
+    )
+    groups_rerank(keys=[created.comparison_key])
+    run_keys_fill(runs=BenchmarkRun.objects.filter(pk=created.pk))
+    created.refresh_from_db(fields=["rank", "group_size", *RUN_KEY_SOURCES])
+    return created
+
+
+def measured_run_from_job(*, job: RerunJob) -> BenchmarkRun:
+    """The `measured` run of a finished measure job: its specs and manifest built from what the
+    worker measured and captured. Called by the recorder, inside its transaction."""
+    source = controlled_source()
+    implementation = _implementation_fields(job)
+    protocol = _protocol_fields(job)
+    environment = _environment_fields(job)
+    run = _run_fields(job, protocol, environment)
+    run["manifest"] = _manifest(job, run, source, implementation, protocol, environment)
+    run["digest"] = digests.digest(run["manifest"])
+    return measured_run_create(
+        source=source,
+        kernel=job.kernel,
+        workload=job.workload,
+        implementation=implementation,
+        protocol=protocol,
+        environment=environment,
+        run={**run, "evidence_level": EvidenceLevel.MEASURED},
+    )
+
+
+def _implementation_fields(job: RerunJob) -> dict:
+    captured = job.environment
+    spec = liger.implementation_spec(
+        job.kernel.slug, job.provider, captured.get("liger_kernel") or "", job.workload.parameters
+    )
+    spec["revision"] = str(captured.get(PROJECT_VERSIONS.get(spec["project"], ""), "") or "")
+    return liger.implementation_fields(spec)
+
+
+def _protocol_fields(job: RerunJob) -> dict:
+    # The registry's own description of the protocol, not the one the worker reported (that stays
+    # on the job): the comparability family it names decides the run's comparison group.
+    spec = protocol_for(device=job_device(job), metric=job.metric)
+    fields = liger.protocol_fields(spec, slug=spec["comparabilityFamily"].replace("/", "-"))
+    return {**fields, "digest": digests.digest(spec)}
+
+
+def _environment_fields(job: RerunJob) -> dict:
+    captured = job.environment
+    software = {key: str(captured[key]) for key in SOFTWARE_KEYS if captured.get(key)}
+    if job.gpu_slug == CPU_SLUG:
+        spec = {
+            "gpu": {"name": captured.get("gpu_name") or "CPU"},
+            "vendor": "",
+            "product": "CPU",
+            "formFactor": "",
+            "architecture": captured.get("machine", ""),
+            "software": software,
+        }
+    else:
+        spec = liger.environment_spec(captured.get("gpu_name") or job.gpu_slug, software=software)
+    return liger.environment_fields(spec, slug=job.gpu_slug)
+
+
+def _run_fields(job: RerunJob, protocol: dict, environment: dict) -> dict:
+    captured = job.environment
+    observed_at = job.finished_at.replace(microsecond=0)
+    pass_segment = job.operation_mode if job.metric == "latency" else f"{job.operation_mode}-{job.metric}"
+    return {
+        "operation_mode": job.operation_mode,
+        "metric": job.metric,
+        "unit": job.unit,
+        "median": job.median,
+        "p20": job.p20,
+        "p80": job.p80,
+        "source_metrics": {
+            f"{job.unit}_20": job.p20,
+            f"{job.unit}_50": job.median,
+            f"{job.unit}_80": job.p80,
+        },
+        "observed_at": observed_at,
+        "source_status": "not asserted",
+        "correctness_note": "The harness times the upstream benchmark functions; it does not compare "
+        "outputs with a reference.",
+        "external_id": "/".join(
+            [
+                job.kernel.slug,
+                pass_segment,
+                job.provider,
+                job.gpu_slug,
+                job.workload.slug,
+                f"{observed_at:%Y-%m-%d-%H-%M-%S}-job{job.pk}",
+            ]
+        ),
+        "upstream_key": digests.digest(
+            [job.kernel.slug, job.provider, job.operation_mode, job.metric, job.workload.digest, job.gpu_slug]
+        ),
+        "labels": {
+            "job": job.pk,
+            **({"liger_version": str(captured["liger_kernel"])} if captured.get("liger_kernel") else {}),
+        },
+        "comparison_key": digests.comparison_key(
+            kernel=job.kernel.slug,
+            operation_mode=job.operation_mode,
+            metric=job.metric,
+            workload_digest=job.workload.digest,
+            family=protocol["comparability_family"],
+            gpu=environment["product"],
+        ),
+    }
+
+
+def _manifest(job, run, source, implementation, protocol, environment) -> dict:
+    manifest = liger.build_manifest(
+        run=run,
+        kernel=job.kernel.slug,
+        source={"name": source.name, "url": source.url, "license": source.license},
+        implementation=(implementation["spec"], implementation["digest"]),
+        workload=(job.workload.spec, job.workload.digest),
+        protocol=(protocol["spec"], protocol["digest"]),
+        environment=(environment["spec"], environment["digest"], environment["slug"]),
+    )
+    results = manifest["items"][0]["spec"]["results"]
+    results["samples"] = job.samples
+    if job.ci_low is not None:
+        results["medianInterval95"] = [job.ci_low, job.ci_high]
+    return manifest

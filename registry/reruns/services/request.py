@@ -1,0 +1,157 @@
+"""Requesting jobs: a moderator's rerun of one run, a measure sweep, a cancellation, and sending
+a job's signed message to its GPU model's queue. None of these touches an evidence level."""
+
+from dataclasses import dataclass, field
+from functools import partial
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from registry.cache import generation_bump
+from registry.models import BenchmarkRun, JobKind, JobState, Kernel, RerunJob
+from registry.reruns.services.signing import job_message
+
+EXECUTE_TASK = "registry.job_execute"
+
+
+class JobRefused(Exception):
+    """No job was created; the message says why, for the moderator."""
+
+
+@transaction.atomic
+def rerun_request(
+    *,
+    run: BenchmarkRun,
+    requested_by=None,
+    reason: str = "",
+    issue_report_pk: int | None = None,
+) -> RerunJob:
+    """Queue a rerun of `run` on its own GPU model. A run has at most one active rerun; a second
+    request, even a concurrent one, is refused. The level does not change here."""
+    active = RerunJob.objects.active().filter(kind=JobKind.RERUN, run=run).first()
+    if active is not None:
+        raise JobRefused(f"Run {run.pk} already has an active rerun: job #{active.pk} ({active.state}).")
+    try:
+        with transaction.atomic():
+            job = RerunJob.objects.create(
+                kind=JobKind.RERUN,
+                run=run,
+                kernel_id=run.kernel_id,
+                workload_id=run.workload_id,
+                provider=run.implementation.provider,
+                operation_mode=run.operation_mode,
+                metric=run.metric,
+                gpu_slug=run.environment.slug,
+                requested_by=requested_by,
+                reason=reason,
+                issue_report_pk=issue_report_pk,
+                sent_at=timezone.now(),
+            )
+    except IntegrityError:
+        # Another request for this run committed between our check and our insert.
+        raise JobRefused(f"Run {run.pk} already has an active rerun.") from None
+    send_on_commit(job)
+    generation_bump()  # the run page lists its queued rerun
+    return job
+
+
+@dataclass
+class MeasureRequest:
+    created: list[RerunJob] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+@transaction.atomic
+def measure_request(
+    *,
+    kernel: Kernel,
+    providers: list[str],
+    operation_modes: list[str],
+    metrics: list[str],
+    gpu_slug: str,
+    workloads=None,
+    requested_by=None,
+    reason: str = "",
+) -> MeasureRequest:
+    """Queue one measure job per (workload, provider, pass, metric) that the registry already
+    has a current run for, on the GPU model `gpu_slug`. A target with an active measure job on
+    that GPU is skipped and named in the result."""
+    targets = (
+        BenchmarkRun.objects.current()
+        .filter(
+            kernel=kernel,
+            implementation__provider__in=providers,
+            operation_mode__in=operation_modes,
+            metric__in=metrics,
+        )
+        .order_by("workload_id", "implementation__provider", "operation_mode", "metric")
+        .values_list("workload_id", "implementation__provider", "operation_mode", "metric")
+        .distinct()
+    )
+    if workloads is not None:
+        targets = targets.filter(workload__in=workloads)
+    targets = list(targets)
+    if not targets:
+        raise JobRefused(f"No current runs of {kernel.slug} match those implementations, passes and metrics.")
+    outcome = MeasureRequest()
+    for workload_id, provider, mode, metric in targets:
+        try:
+            with transaction.atomic():
+                job = RerunJob.objects.create(
+                    kind=JobKind.MEASURE,
+                    kernel=kernel,
+                    workload_id=workload_id,
+                    provider=provider,
+                    operation_mode=mode,
+                    metric=metric,
+                    gpu_slug=gpu_slug,
+                    requested_by=requested_by,
+                    reason=reason,
+                    sent_at=timezone.now(),
+                )
+        except IntegrityError:
+            outcome.skipped.append(f"workload {workload_id} {provider} {mode} {metric}: already queued")
+            continue
+        send_on_commit(job)
+        outcome.created.append(job)
+    if outcome.created:
+        generation_bump()
+    return outcome
+
+
+@transaction.atomic
+def job_cancel(*, job: RerunJob) -> bool:
+    """A queued job can be cancelled; a running one is left to finish (a worker cannot be
+    stopped halfway without losing what it measured)."""
+    cancelled = RerunJob.objects.filter(pk=job.pk, state=JobState.QUEUED).update(
+        state=JobState.CANCELLED, finished_at=timezone.now(), lease=""
+    )
+    if cancelled:
+        generation_bump()
+    return cancelled == 1
+
+
+def send_on_commit(job: RerunJob) -> None:
+    # robust: a broker that is down must not undo the request; jobs_reconcile sends it again.
+    transaction.on_commit(partial(job_send, job_id=job.pk, queue=job.queue), robust=True)
+
+
+def job_send(
+    *,
+    job_id: int,
+    queue: str,
+    countdown: float | None = None,
+    message: dict | None = None,
+    connection=None,
+) -> None:
+    """Send the job's signed message to a GPU model's queue (no state change; the claim decides).
+    `message` sends an already signed one on as it is (a worker passing on a job for another
+    GPU holds no reason to sign anything); `connection` picks another broker than the
+    configured one."""
+    from kernelindex.celery import app
+
+    if message is None:
+        message = job_message(RerunJob.objects.select_related("kernel", "workload").get(pk=job_id))
+    app.send_task(
+        EXECUTE_TASK, args=[job_id], kwargs=message, queue=queue, countdown=countdown, connection=connection
+    )
