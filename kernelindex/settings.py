@@ -322,9 +322,23 @@ CONTENT_SECURITY_POLICY = {
     }
 }
 
-# Controlled reruns (registry.reruns.services). A rerun agrees when its median is within
-# max(RERUN_TOLERANCE, the recorded p20–p80 spread relative to the median) of the recorded one.
-RERUN_TOLERANCE = _env(env.float, "RERUN_TOLERANCE", default=0.05)
+# Controlled reruns (registry.reruns.services). A rerun agrees when the 95% interval of the
+# relative difference of the two medians lies wholly within ±RERUN_TOLERANCE (docs/protocol.md).
+RERUN_TOLERANCE = _env(env.float, "RERUN_TOLERANCE", default=0.02)
+# KernelIndex's timing protocol (registry/reruns/harness/timing.py): sample until the 99% interval
+# of the median is within ±0.5% of it, with at least 30 samples, for at most this many seconds.
+CONTROLLED_TIMING_BUDGET = _env(env.float, "CONTROLLED_TIMING_BUDGET", default=3.0)
+CONTROLLED_TIMING = {
+    "budget_s": CONTROLLED_TIMING_BUDGET,
+    "min_samples": 30,
+    "max_samples": 100_000,
+    "precision": 0.005,
+    "confidence": 0.99,
+    "check_every": 10,
+    "warmup_ms": 25.0,
+    "warmup_calls": 3,
+    "flush_factor": 2.0,
+}
 JOB_HARNESS_TIMEOUT = _env(env.float, "JOB_HARNESS_TIMEOUT", default=1800.0)
 JOB_HEARTBEAT_INTERVAL = _env(env.float, "JOB_HEARTBEAT_INTERVAL", default=15.0)
 JOB_STALE_AFTER = _env(env.float, "JOB_STALE_AFTER", default=120.0)

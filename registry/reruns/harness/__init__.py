@@ -12,6 +12,7 @@ import functools
 import subprocess
 import sys
 
+from django.conf import settings
 from django.utils.text import slugify
 
 from registry.importers.catalog import LIGER_REPOSITORY
@@ -22,6 +23,8 @@ from registry.reruns.harness.spec import Refused, plan_for
 
 __all__ = ["KERNELS", "LIGER_KERNEL_VERSION", "local_gpu_slug", "protocol_for", "run_job_spec"]
 
+# What a harness answer carries into the job's result, beside status, log and protocol.
+RESULT_FIELDS = ("median", "p20", "p80", "unit", "samples", "environment", "upstream", "gpu_uuid", "gpu_state")
 COMPARABILITY = (
     "Comparable only with KernelIndex-controlled runs of the same kernel, workload, timed pass, "
     "GPU model and protocol."
@@ -37,6 +40,7 @@ def run_job_spec(spec: dict, *, timeout_s: float) -> dict:
         root = harness_ready()
     except HarnessMissing as exc:
         return _result("failed", error=str(exc))
+    plan["protocol"] = dict(settings.CONTROLLED_TIMING)
     answer = session_run(plan, root=root, timeout_s=timeout_s)
     if answer.get("environment"):
         answer["environment"]["gpu_slug"] = gpu_slug(answer["environment"].get("gpu_name", ""))
@@ -45,7 +49,7 @@ def run_job_spec(spec: dict, *, timeout_s: float) -> dict:
         error=answer.get("error", ""),
         log=answer.get("log", ""),
         protocol=protocol_for(device=plan["device"], metric=plan["metric"]),
-        **{k: answer[k] for k in ("median", "p20", "p80", "unit", "samples", "environment") if k in answer},
+        **{k: answer[k] for k in RESULT_FIELDS if k in answer},
         sampling=answer.get("measured", {}),
     )
 

@@ -2,16 +2,17 @@
 code. Started by registry.reruns.harness.session as `python -P -u runner.py`; needs torch and nothing of
 KernelIndex or Django.
 
-Protocol: one JSON request a line on stdin ({"start": {...}} first, then plans), one JSON answer
+Requests: one JSON request a line on stdin ({"start": {...}} first, then plans), one JSON answer
 a line on the file descriptor named by KERNELINDEX_HARNESS_RESULT_FD. Everything upstream prints
 goes to stdout / stderr, which the parent keeps as the job's log.
 
 What is timed is decided by upstream: `utils.build_speed_bench_fn(setup)` or the script's own
 `bench_speed_<kernel>`, which call `triton.testing.do_bench`. This process wraps that one
-function: the upstream call runs unchanged and gives the source's figures (y50, y20, y80); right
-after it, the same callable is timed again with `return_mode="all"` over a longer budget for the
-raw samples. Memory: `utils._test_memory` runs unchanged while `max_memory_allocated` is read
-through a recorder, so the samples are exactly the peaks upstream took its quantiles of.
+function: the upstream call runs unchanged and gives the source protocol's figures (y50, y20,
+y80); right after it, the same callable is timed under KernelIndex's own protocol (timing.py,
+docs/protocol.md), whose samples give the controlled run's figures. Memory: `utils._test_memory`
+runs unchanged while `max_memory_allocated` is read through a recorder, so the samples are
+exactly the peaks upstream took its quantiles of.
 """
 
 import gc
@@ -34,54 +35,52 @@ HERE = Path(__file__).resolve().parent
 
 
 class Recorder:
-    """Wraps triton.testing.do_bench and utils._test_memory; keeps what each call measured."""
+    """Wraps triton.testing.do_bench and utils._test_memory. The upstream call runs unchanged and
+    gives the source protocol's figures; right after it, the same callable is timed under
+    KernelIndex's own protocol (timing.sample). Memory: `utils._test_memory` runs unchanged while
+    `max_memory_allocated` is read through a recorder (the peaks upstream took its quantiles of),
+    with `max_memory_reserved` read beside each peak."""
 
-    def __init__(self, do_bench, samples):
+    def __init__(self, do_bench, *, torch, device, timing, stats):
         self.do_bench = do_bench
         self.parameters = inspect.signature(do_bench).parameters
-        self.samples = samples  # {"min_count", "min_ms", "max_ms"}
+        self.torch, self.device, self.timing, self.stats = torch, device, timing, stats
+        self.settings = {}  # the plan's protocol settings
         self.calls = []
+        self.plan_began = time.perf_counter()
 
     def timed(self, fn, *args, **kwargs):
-        result = self.do_bench(fn, *args, **kwargs)
         bound = dict(zip(self.parameters, (fn, *args), strict=False), **kwargs)
         if bound.get("return_mode") == "all":
-            return result
-        per_call_ms = result[0] if isinstance(result, list | tuple) else result
-        rep = min(
-            max(self.samples["min_ms"], per_call_ms * self.samples["min_count"] * 1.2),
-            self.samples["max_ms"],
+            return self.do_bench(fn, *args, **kwargs)
+        entered = time.perf_counter()
+        result = self.do_bench(fn, *args, **kwargs)
+        upstream_s = time.perf_counter() - entered
+        confidence = self.settings["confidence"]
+        measured = self.timing.sample(
+            self.torch,
+            fn,
+            grad_to_none=bound.get("grad_to_none"),
+            settings=self.settings,
+            device=self.device,
+            precision_of=lambda samples: self.stats.relative_precision(samples, confidence),
         )
-        samples, began = [], time.monotonic()
-        while (
-            len(samples) < self.samples["min_count"]
-            and time.monotonic() - began < self.samples["max_ms"] / 1000
-        ):
-            samples += self.do_bench(
-                fn,
-                warmup=bound.get("warmup", 25),
-                rep=rep,
-                grad_to_none=bound.get("grad_to_none"),
-                return_mode="all",
-            )
-        self.calls.append(
-            {
-                "samples": [float(s) for s in samples],
-                "rep_ms": rep,
-                "warmup_ms": bound.get("warmup", 25),
-                "upstream_rep_ms": bound.get("rep", 100),
-            }
-        )
+        measured["setup_s"] = entered - self.plan_began
+        measured["upstream_s"] = upstream_s
+        measured["upstream_call"] = {"warmup_ms": bound.get("warmup", 25), "rep_ms": bound.get("rep", 100)}
+        self.calls.append(measured)
         return result
 
     def memory(self, test_memory, accelerator):
         def recorded(func, *args, **kwargs):
-            peaks = []
+            peaks, reserved = [], []
             real = accelerator.max_memory_allocated
+            entered = time.perf_counter()
 
             def reading(*a, **k):
                 value = real(*a, **k)
                 peaks.append(value / 2**20)
+                reserved.append(accelerator.max_memory_reserved() / 2**20)
                 return value
 
             accelerator.max_memory_allocated = reading
@@ -89,7 +88,16 @@ class Recorder:
                 return test_memory(func, *args, **kwargs)
             finally:
                 accelerator.max_memory_allocated = real
-                self.calls.append({"samples": peaks})
+                self.calls.append(
+                    {
+                        "protocol": "upstream-peak-memory",
+                        "samples": peaks,
+                        "peak_reserved_mb": reserved,
+                        "setup_s": entered - self.plan_began,
+                        "timing_s": time.perf_counter() - entered,
+                        "stop": "count",
+                    }
+                )
 
         return recorded
 
@@ -115,23 +123,28 @@ def start(options: dict) -> dict:
     if device == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("device 'cuda' was asked for, but torch sees no CUDA GPU here")
     do_bench = cpu_triton.cpu_do_bench if device == "cpu" else triton.testing.do_bench
-    recorder = Recorder(do_bench, options["samples"])
+    recorder = Recorder(
+        do_bench, torch=torch, device=device, timing=_load_sibling("timing"), stats=_load_sibling("stats")
+    )
     triton.testing.do_bench = recorder.timed
     import utils  # benchmark/scripts/utils.py
 
     if device == "cuda":
         utils._test_memory = recorder.memory(utils._test_memory, torch.cuda)
+    nvml = recorder.timing.Nvml(torch) if device == "cuda" else None
     return {
         "torch": torch,
         "utils": utils,
         "recorder": recorder,
+        "nvml": nvml,
         "environment": environment(device, real_triton),
     }
 
 
 def run(state: dict, plan: dict) -> dict:
-    torch, utils, recorder = state["torch"], state["utils"], state["recorder"]
-    recorder.calls = []
+    torch, utils, recorder, nvml = state["torch"], state["utils"], state["recorder"], state["nvml"]
+    recorder.calls, recorder.settings, recorder.plan_began = [], plan["protocol"], time.perf_counter()
+    before = nvml.state() if nvml else {}
     module = importlib.import_module(plan["script"])
     config = {k: _dtype(torch, v) for k, v in plan["config"].items()}
     run_input = utils.SingleBenchmarkRunInput(
@@ -147,15 +160,29 @@ def run(state: dict, plan: dict) -> dict:
     output = function(run_input)
     if plan["device"] == "cuda":
         torch.cuda.synchronize()
-    samples = recorder.calls[-1]["samples"] if recorder.calls else []
+    after = nvml.state() if nvml else {}
+    if not recorder.calls:
+        raise RuntimeError("the upstream benchmark timed nothing through do_bench or _test_memory")
+    measured = recorder.calls[-1]
+    samples = measured.pop("samples")
+    upstream = {"median": float(output.y_50), "p20": float(output.y_20), "p80": float(output.y_80)}
+    if plan["metric"] == "latency":
+        median, p20, p80 = recorder.stats.quantiles(samples)
+    else:  # memory keeps upstream's definition: quantiles of the peaks it took
+        median, p20, p80 = upstream["median"], upstream["p20"], upstream["p80"]
     return {
         "status": "ok",
-        "median": float(output.y_50),
-        "p20": float(output.y_20),
-        "p80": float(output.y_80),
+        "median": median,
+        "p20": p20,
+        "p80": p80,
         "unit": "ms" if plan["metric"] == "latency" else "MB",
         "samples": samples,
-        "measured": {"calls": len(recorder.calls), **(recorder.calls[-1] if recorder.calls else {})},
+        "measured": {"calls": len(recorder.calls), **measured},
+        "upstream": upstream,
+        "gpu_uuid": nvml.uuid if nvml else "",
+        "gpu_state": {"before": before, "after": after, "throttled": recorder.timing.throttled(before, after)}
+        if nvml
+        else {},
         "environment": state["environment"],
         "error": "",
     }

@@ -1,0 +1,147 @@
+"""The statistics of controlled runs, with scipy: the distribution-free interval of a median, the
+precision a sampling loop stops on, and the interval of the relative difference of two medians
+that a rerun's verdict is read from.
+
+Needs numpy and scipy and nothing of KernelIndex or Django: the harness's child process loads
+this file by path for its stopping rule, and the recorder imports it for verdicts.
+"""
+
+import math
+
+import numpy as np
+from scipy import stats
+
+VERDICT_CONFIDENCE = 0.95
+BOOTSTRAP_RESAMPLES = 2000
+BOOTSTRAP_SEED = 20261130  # a verdict is reproducible: the same samples give the same interval
+
+
+def median_interval(samples, confidence: float = 0.95) -> tuple[float, float] | None:
+    """The distribution-free interval of the median from order statistics (a binomial quantile
+    test); None when there are too few samples for any finite interval at that confidence."""
+    values = np.asarray(samples, dtype=float)
+    if values.size < 2:
+        return None
+    interval = stats.quantile_test(values, q=float(np.median(values)), p=0.5).confidence_interval(
+        confidence_level=confidence
+    )
+    low, high = float(interval.low), float(interval.high)
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return None
+    return low, high
+
+
+def relative_precision(samples, confidence: float = 0.99) -> float:
+    """Half the width of the median's interval, relative to the median, on its wider side (inf
+    while there is no finite interval)."""
+    interval = median_interval(samples, confidence)
+    median = float(np.median(samples)) if len(samples) else 0.0
+    if interval is None or median <= 0:
+        return math.inf
+    return max(median - interval[0], interval[1] - median) / median
+
+
+def quantiles(samples) -> tuple[float, float, float]:
+    """Median, 20th and 80th percentile (the source's QUANTILES, in its order)."""
+    p50, p20, p80 = np.quantile(np.asarray(samples, dtype=float), [0.5, 0.2, 0.8])
+    return float(p50), float(p20), float(p80)
+
+
+class Side:
+    """One side of a comparison: raw samples, or only a summary (median, p20, p80) as a source
+    publishes it. A summary with p20 = p80 is one timed call: one sample."""
+
+    def __init__(self, *, samples=None, median=None, p20=None, p80=None):
+        self.samples = np.asarray(samples if samples is not None else [], dtype=float)
+        if self.samples.size >= 2:
+            self.median = float(np.median(self.samples))
+        else:
+            self.median = float(median if median is not None else self.samples[0])
+        self.p20 = float(p20 if p20 is not None else self.median)
+        self.p80 = float(p80 if p80 is not None else self.median)
+
+    @property
+    def has_samples(self) -> bool:
+        return self.samples.size >= 2
+
+    @property
+    def single_call(self) -> bool:
+        return not self.has_samples and self.p20 == self.p80
+
+    @property
+    def count(self) -> str:
+        if self.has_samples:
+            return f"{self.samples.size} samples"
+        return "1 sample (one timed call)" if self.single_call else "a p20–p80 summary (no raw samples)"
+
+
+def difference_interval(new: Side, old: Side, confidence: float = VERDICT_CONFIDENCE):
+    """(point, low, high, how): the relative difference (new − old) / old of the medians, and its
+    interval.
+
+    Both sides with raw samples: a percentile bootstrap over both (scipy.stats.bootstrap).
+    Otherwise the two medians' intervals are combined as ranges: a side with samples gives the
+    order-statistic interval of its median; a published summary gives its p20–p80 range; one
+    timed call is one draw, whose range is the spread of single calls seen on the other side
+    (its samples' central `confidence` range around their median). With one call and no samples
+    on either side there is no interval: (point, None, None, why)."""
+    point = float((new.median - old.median) / old.median)
+    if new.has_samples and old.has_samples:
+        result = stats.bootstrap(
+            (new.samples, old.samples),
+            _relative_difference_of_medians,
+            n_resamples=BOOTSTRAP_RESAMPLES,
+            vectorized=True,
+            paired=False,
+            method="percentile",
+            confidence_level=confidence,
+            rng=np.random.default_rng(BOOTSTRAP_SEED),
+        )
+        low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
+        return point, low, high, f"bootstrap over both sides' samples ({BOOTSTRAP_RESAMPLES} resamples)"
+    spread = _single_call_spread(new, old, confidence)
+    new_range, old_range = _range(new, spread, confidence), _range(old, spread, confidence)
+    if new_range is None or old_range is None:
+        return point, None, None, "one timed call on a side and no samples to say how much one call varies"
+    low = (new_range[0] - old_range[1]) / old.median
+    high = (new_range[1] - old_range[0]) / old.median
+    return point, float(low), float(high), "the two medians' ranges combined (a side without raw samples)"
+
+
+def verdict(low, high, tolerance: float) -> str:
+    """agrees: the whole interval inside ±tolerance; disagrees: wholly outside; else inconclusive."""
+    if low is None or high is None:
+        return "inconclusive"
+    if -tolerance <= low and high <= tolerance:
+        return "agrees"
+    if high < -tolerance or low > tolerance:
+        return "disagrees"
+    return "inconclusive"
+
+
+def _relative_difference_of_medians(new, old, axis=-1):
+    old_median = np.median(old, axis=axis)
+    return (np.median(new, axis=axis) - old_median) / old_median
+
+
+def _single_call_spread(new: Side, old: Side, confidence: float):
+    """Where one call may fall, relative to the median: from whichever side has samples."""
+    for side in (new, old):
+        if side.has_samples:
+            tail = (1 - confidence) / 2
+            low, high = np.quantile(side.samples, [tail, 1 - tail])
+            return float(low) / side.median - 1, float(high) / side.median - 1
+    return None
+
+
+def _range(side: Side, spread, confidence: float):
+    if side.has_samples:
+        return median_interval(side.samples, confidence) or (
+            float(side.samples.min()),
+            float(side.samples.max()),
+        )
+    if not side.single_call:
+        return side.p20, side.p80
+    if spread is None:
+        return None
+    return side.median * (1 + spread[0]), side.median * (1 + spread[1])

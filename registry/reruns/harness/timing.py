@@ -1,0 +1,173 @@
+"""KernelIndex's own timing loop (protocols `kernelindex-cuda-v1` and `kernelindex-cpu-v1`), and the
+GPU's state read through NVML. Runs in the harness's child process; needs torch (numpy and scipy
+through stats.py), nothing of KernelIndex or Django. docs/protocol.md is the description.
+
+The work timed is upstream's: the callable that liger-kernel's benchmark code hands to
+`triton.testing.do_bench`. Only the loop around it is ours:
+- warm-up: calls until at least `warmup_ms` and `warmup_calls` have passed;
+- each sample: one call, timed with a pair of CUDA events, after the gradients upstream names are
+  cleared and a buffer of at least twice the L2 cache is written (so no call finds the previous
+  call's data in L2);
+- stop on precision: once there are `min_samples`, every `check_every` samples, when the
+  distribution-free `confidence` interval of the median lies within ±`precision` of the median;
+  or when `budget_s` of sampling has passed, whichever comes first (the result says which).
+"""
+
+import time
+
+# NVML's clock-event (throttle) reasons, by bit. "Throttled" = any that slows the clocks down.
+THROTTLE_REASONS = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+SLOWDOWNS = {
+    "sw_power_cap",
+    "hw_slowdown",
+    "sw_thermal_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+}
+CUDA_PROTOCOL = "kernelindex-cuda-v1"
+CPU_PROTOCOL = "kernelindex-cpu-v1"
+
+
+def sample(torch, fn, *, grad_to_none, settings: dict, device: str, precision_of) -> dict:
+    """Time `fn` under the protocol; `precision_of(samples)` is the relative half-width of the
+    median's interval (stats.relative_precision at settings["confidence"])."""
+    cuda = device == "cuda"
+    flush = _flush_buffer(torch, settings) if cuda else None
+    began = time.perf_counter()
+    warmup_calls = 0
+    while warmup_calls < settings["warmup_calls"] or (time.perf_counter() - began) * 1000 < settings["warmup_ms"]:
+        fn()
+        if cuda:
+            torch.cuda.synchronize()
+        warmup_calls += 1
+    warmed = time.perf_counter()
+    samples, stop, precision = [], "budget", float("inf")
+    deadline = warmed + settings["budget_s"]
+    while True:
+        samples.extend(_timed_batch(torch, fn, grad_to_none, flush, settings["check_every"], cuda))
+        if len(samples) >= settings["min_samples"]:
+            precision = precision_of(samples)
+            if precision <= settings["precision"]:
+                stop = "precision"
+                break
+        if time.perf_counter() >= deadline or len(samples) >= settings["max_samples"]:
+            break
+    finished = time.perf_counter()
+    return {
+        "protocol": CUDA_PROTOCOL if cuda else CPU_PROTOCOL,
+        "samples": samples,
+        "stop": stop,
+        "precision": precision,
+        "target_precision": settings["precision"],
+        "confidence": settings["confidence"],
+        "warmup_calls": warmup_calls,
+        "warmup_s": warmed - began,
+        "timing_s": finished - warmed,
+        "flush_bytes": flush.numel() if flush is not None else 0,
+    }
+
+
+def _timed_batch(torch, fn, grad_to_none, flush, count: int, cuda: bool) -> list[float]:
+    if not cuda:
+        times = []
+        for _ in range(count):
+            _clear_grads(grad_to_none)
+            began = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - began) * 1000)
+        return times
+    pairs = []
+    for _ in range(count):
+        _clear_grads(grad_to_none)
+        flush.zero_()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        pairs.append((start, end))
+    torch.cuda.synchronize()
+    return [start.elapsed_time(end) for start, end in pairs]
+
+
+def _clear_grads(grad_to_none) -> None:
+    for tensor in grad_to_none or ():
+        tensor.grad = None
+
+
+def _flush_buffer(torch, settings: dict):
+    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size
+    size = max(int(l2 * settings["flush_factor"]), 1 << 20)
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+# NVML -------------------------------------------------------------------------------------------
+
+
+class Nvml:
+    """The GPU in use, through NVML. NVML's device index ignores CUDA_VISIBLE_DEVICES: the handle
+    is looked up by the UUID (or PCI bus id) torch reports for the current device."""
+
+    def __init__(self, torch):
+        self.handle, self.uuid, self.error = None, "", ""
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        uuid = str(getattr(props, "uuid", "") or "")
+        self.uuid = uuid if not uuid or uuid.startswith("GPU-") else f"GPU-{uuid}"
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self.nvml = pynvml
+            if self.uuid:
+                self.handle = pynvml.nvmlDeviceGetHandleByUUID(self.uuid)
+            else:
+                bus = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+                self.handle = pynvml.nvmlDeviceGetHandleByPciBusId(bus)
+                self.uuid = _text(pynvml.nvmlDeviceGetUUID(self.handle))
+        except Exception as exc:  # noqa: BLE001 - no NVML is a recorded fact, not a failure
+            self.error = f"NVML unavailable: {type(exc).__name__}: {exc}"[:300]
+
+    def state(self) -> dict:
+        if self.handle is None:
+            return {"error": self.error}
+        nvml, handle = self.nvml, self.handle
+        reading = {}
+        for key, read in (
+            ("sm_clock_mhz", lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
+            ("memory_clock_mhz", lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM)),
+            ("temperature_c", lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)),
+            ("power_w", lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000),
+            ("reasons", lambda: _reasons(nvml, handle)),
+        ):
+            try:
+                reading[key] = read()
+            except Exception as exc:  # noqa: BLE001 - one unreadable sensor is recorded as such
+                reading[key] = None
+                reading.setdefault("errors", []).append(f"{key}: {type(exc).__name__}")
+        return reading
+
+
+def _reasons(nvml, handle) -> list[str]:
+    read = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+        nvml, "nvmlDeviceGetCurrentClocksThrottleReasons"
+    )
+    mask = read(handle)
+    return [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
+
+
+def throttled(*states: dict) -> list[str]:
+    """The slow-down reasons present in any of the readings."""
+    return sorted({reason for state in states for reason in (state.get("reasons") or []) if reason in SLOWDOWNS})
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
