@@ -1,24 +1,24 @@
 from datetime import timedelta
 
-from django.apps import apps
 from django.conf import settings
 from django.contrib import admin
-from django.db.models import Q
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
-from registry.reruns.admin import has_request_rerun_permission, request_rerun
 from registry.models import (
     BenchmarkRun,
     Environment,
     Implementation,
+    JobState,
     Kernel,
     Protocol,
+    RerunJob,
     Source,
     SourceImport,
     SourceSync,
     Workload,
 )
+from registry.reruns.admin import has_request_rerun_permission, request_rerun
 from registry.services.sync import syncs_stuck
 
 
@@ -156,43 +156,28 @@ def operations_view(request):
 
 def operations_summary(*, now=None) -> dict:
     now = now or timezone.now()
-    summary = {
+    return {
         "last_sync": SourceSync.objects.first(),
         "last_imports": SourceImport.objects.select_related("source")[:10],
         "stuck_syncs": syncs_stuck(),
-        "jobs_available": _rerun_job_model() is not None,
+        **_jobs_needing_attention(now),
     }
-    if summary["jobs_available"]:
-        summary.update(_jobs_needing_attention(now))
-    return summary
-
-
-def _rerun_job_model():
-    try:
-        return apps.get_model("registry", "RerunJob")
-    except LookupError:
-        return None
 
 
 def _jobs_needing_attention(now) -> dict:
-    RerunJob = _rerun_job_model()
     day_ago = now - timedelta(days=1)
-    stale = now - timedelta(seconds=getattr(settings, "JOB_STALE_AFTER", 120))
-    waiting_too_long = now - timedelta(seconds=getattr(settings, "JOB_RESEND_AFTER", 3600))
+    waiting_too_long = now - timedelta(seconds=settings.JOB_RESEND_AFTER)
     jobs = RerunJob.objects.select_related("kernel").order_by("-created_at")
-    active_queues = sorted(
-        {
-            f"gpu.{slug}"
-            for slug in jobs.filter(state__in=["queued", "running"]).values_list("gpu_slug", flat=True)
-        }
-    )
+    active_queues = sorted({f"gpu.{slug}" for slug in jobs.active().values_list("gpu_slug", flat=True)})
     live, inspect_error = live_worker_queues()
     return {
-        "failed_jobs": jobs.filter(state__in=["failed", "diverged"], finished_at__gte=day_ago)[:50],
-        "stuck_jobs": jobs.filter(
-            Q(state="running", heartbeat_at__lt=stale)
-            | Q(state="running", heartbeat_at__isnull=True, started_at__lt=stale)
-            | Q(state="queued", created_at__lt=waiting_too_long)
+        "failed_jobs": jobs.filter(
+            state__in=[JobState.FAILED, JobState.DIVERGED], finished_at__gte=day_ago
+        )[:50],
+        # Stuck: what the reconciler would take from its worker (RerunJob.objects.lost), or a
+        # queued job nobody has claimed since well before the reconciler's resend.
+        "stuck_jobs": (
+            jobs.lost(now) | jobs.filter(state=JobState.QUEUED, created_at__lt=waiting_too_long)
         )[:50],
         "queues_without_worker": [q for q in active_queues if q not in live],
         "live_queues": sorted(live),

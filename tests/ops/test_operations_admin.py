@@ -69,3 +69,18 @@ class TestOperationsPageContent:
         # No worker runs in the test: the A100 queue has work (queued and running) and nobody on it.
         assert response.context["queues_without_worker"] == ["gpu.nvidia-a100-sxm4-80gb"]
         assert "CUDA out of memory" in response.content.decode()
+
+    def test_a_job_whose_result_was_sent_recently_is_not_shown_as_stuck(self, client, moderator, jobs):
+        # Its heartbeat stopped when the result was handed on; the reconciler leaves it alone
+        # until JOB_RESULT_DEADLINE, and so does the page.
+        from django.utils import timezone
+
+        from registry.models import RerunJob
+
+        RerunJob.objects.filter(pk=jobs["stuck"].pk).update(result_sent_at=timezone.now())
+        client.force_login(moderator)
+
+        response = client.get(reverse("admin-operations"))
+
+        assert response.status_code == 200
+        assert jobs["stuck"].pk not in [j.pk for j in response.context["stuck_jobs"]]
