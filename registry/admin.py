@@ -169,16 +169,14 @@ def _jobs_needing_attention(now) -> dict:
     waiting_too_long = now - timedelta(seconds=settings.JOB_RESEND_AFTER)
     jobs = RerunJob.objects.select_related("kernel").order_by("-created_at")
     active_queues = sorted({f"gpu.{slug}" for slug in jobs.active().values_list("gpu_slug", flat=True)})
+    failed = jobs.filter(state__in=[JobState.FAILED, JobState.DIVERGED], finished_at__gte=day_ago)
+    # Stuck: what the reconciler takes from its worker (RerunJob.objects.lost), or a queued job
+    # nobody has claimed since well before the reconciler's resend.
+    stuck = jobs.lost(now) | jobs.filter(state=JobState.QUEUED, created_at__lt=waiting_too_long)
     live, inspect_error = live_worker_queues()
     return {
-        "failed_jobs": jobs.filter(
-            state__in=[JobState.FAILED, JobState.DIVERGED], finished_at__gte=day_ago
-        )[:50],
-        # Stuck: what the reconciler would take from its worker (RerunJob.objects.lost), or a
-        # queued job nobody has claimed since well before the reconciler's resend.
-        "stuck_jobs": (
-            jobs.lost(now) | jobs.filter(state=JobState.QUEUED, created_at__lt=waiting_too_long)
-        )[:50],
+        "failed_jobs": failed[:50],
+        "stuck_jobs": stuck[:50],
         "queues_without_worker": [q for q in active_queues if q not in live],
         "live_queues": sorted(live),
         "inspect_error": inspect_error,
