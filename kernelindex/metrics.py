@@ -56,7 +56,7 @@ def _allowed(request) -> bool:
     if token:
         given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
         return hmac.compare_digest(given.encode(), token.encode())
-    forwarded = "HTTP_X_FORWARDED_FOR" in request.META or "HTTP_X_REAL_IP" in request.META
+    forwarded = any(h in request.META for h in ("HTTP_FORWARDED", "HTTP_X_FORWARDED_FOR", "HTTP_X_REAL_IP"))
     return request.META.get("REMOTE_ADDR") in LOOPBACK and not forwarded
 
 

@@ -1,11 +1,14 @@
 """KernelIndex settings, read from the environment.
 
-Every variable is listed in `.env.example`. The defaults are the embedded ones (an SQLite file,
-kombu's filesystem transport as the Celery broker), so `make run` works on a fresh machine; set
-`DATABASE_URL` and `CELERY_BROKER_URL` for PostgreSQL and Redis.
+Every variable is listed in `.env.example`; a `.env` file beside `manage.py` is read too (the
+process environment wins over it), and an empty value means the default. The defaults are the
+embedded ones (an SQLite file, kombu's filesystem transport as the Celery broker), so
+`python3 scripts/dev.py run` works on a fresh machine; set `DATABASE_URL` and `CELERY_BROKER_URL`
+for PostgreSQL and Redis.
 """
 
 import hashlib
+import os
 from pathlib import Path
 
 import environ
@@ -13,29 +16,34 @@ from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(environ.Env().str("KERNELINDEX_VAR_DIR", default=str(BASE_DIR / "var")))
-
-VAR_DIR.mkdir(parents=True, exist_ok=True)
 env = environ.Env()
 if (BASE_DIR / ".env").exists():
     environ.Env.read_env(BASE_DIR / ".env")
 
 
 def _env(reader, name, **kwargs):
-    """Read one variable; a malformed value stops the start with the variable's name."""
+    """Read one variable; a malformed value stops the start with the variable's name. An empty
+    value is the default, so `cp .env.example .env` (which lists every variable, most of them
+    empty) gives the development set-up."""
+    if os.environ.get(name) == "":
+        del os.environ[name]
     try:
         return reader(name, **kwargs)
     except (ValueError, TypeError, ImproperlyConfigured) as exc:
         raise ImproperlyConfigured(f"Environment variable {name} is invalid: {exc}") from exc
 
 
+VAR_DIR = Path(_env(env.str, "KERNELINDEX_VAR_DIR", default=str(BASE_DIR / "var")))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
 DEBUG = _env(env.bool, "DEBUG", default=False)
 SECRET_KEY = _env(env.str, "SECRET_KEY", default="")
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured(
-            "Environment variable SECRET_KEY is required when DEBUG is off "
-            "(set DEBUG=1 for local development)."
+            "Environment variable SECRET_KEY is required when DEBUG is off. For local "
+            "development put DEBUG=1 in .env (`python3 scripts/dev.py run` writes one); for a "
+            "`scripts/prod.py` deployment, load its settings first: set -a; . var/prod/env; set +a"
         )
     SECRET_KEY = "django-insecure-local-development-only"
 ALLOWED_HOSTS = _env(env.list, "ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
@@ -71,12 +79,14 @@ if GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET:
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "kernelindex.middleware.RequestLimitsMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "kernelindex.middleware.AdminFilterOverflowMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -156,6 +166,10 @@ USE_TZ = True
 
 STATIC_URL = "/static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+if DEBUG:
+    # runserver and the tests serve static files through the finders, but WhiteNoise still reads
+    # STATIC_ROOT (filled by collectstatic in production) and warns on every start when it is missing.
+    STATIC_ROOT.mkdir(exist_ok=True)
 STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").exists() else []
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -166,6 +180,12 @@ STORAGES = {
     },
 }
 MEDIA_ROOT = VAR_DIR / "media"
+# No page takes a file, and the largest form (an attestation) is a few kilobytes: a longer body is
+# refused with 413 from its Content-Length (kernelindex.middleware), uploads included, before
+# nginx's limit (deploy/nginx) is ever reached.
+REQUEST_BODY_MAX_BYTES = _env(env.int, "REQUEST_BODY_MAX_BYTES", default=1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BODY_MAX_BYTES
+FILE_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BODY_MAX_BYTES
 MEDIA_URL = "/media/"
 
 # Email: console by default, a folder of .eml files with EMAIL_FILE_PATH, SMTP with EMAIL_URL.
@@ -206,7 +226,12 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticatedOrReadOnly"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "DEFAULT_PAGINATION_CLASS": "kernelindex.pagination.Pagination",
+    "DEFAULT_PARSER_CLASSES": [
+        "kernelindex.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_THROTTLE_CLASSES": ["kernelindex.throttling.AnonRateThrottle"],
@@ -245,7 +270,10 @@ SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update(
 )
 
 # Celery: the embedded default is kombu's filesystem transport, which needs no server.
-CELERY_BROKER_URL = _env(env.str, "CELERY_BROKER_URL", default="filesystem://")
+CELERY_BROKER_URL = _env(env.str, "CELERY_BROKER_URL", default="filesystem://localhost/")
+if CELERY_BROKER_URL == "filesystem://":
+    # The transport ignores the host, but kombu warns "No hostname was supplied" on every send.
+    CELERY_BROKER_URL = "filesystem://localhost/"
 CELERY_BROKER_TRANSPORT_OPTIONS = {}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = VAR_DIR / "broker"
@@ -292,6 +320,8 @@ LOGGING = {
         "console": {"class": "logging.StreamHandler", "filters": ["context"], "formatter": LOG_FORMAT}
     },
     "root": {"handlers": ["console"], "level": _env(env.str, "LOG_LEVEL", default="INFO")},
+    # Django's own console handler (DEBUG only) would print each request warning a second time.
+    "loggers": {"django": {"handlers": [], "level": "INFO", "propagate": True}},
 }
 
 # Production hardening, on whenever DEBUG is off.

@@ -25,4 +25,6 @@ urlpatterns = [
     path("", include("registry.reruns.urls")),
     path("", include("registry.urls")),
 ]
+handler400 = "kernelindex.errors.bad_request_response"
 handler404 = "kernelindex.errors.not_found"
+handler429 = "kernelindex.errors.too_many_requests"  # allauth's rate limits

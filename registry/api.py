@@ -16,7 +16,6 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema
 from rest_framework import exceptions, mixins, renderers, viewsets
 from rest_framework.decorators import action
 from rest_framework.negotiation import BaseContentNegotiation
-from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -45,36 +44,6 @@ from registry.serializers import (
 )
 
 DIGEST_PATTERN = r"sha256:[0-9a-f]{64}"
-
-
-class RegistryPagination(PageNumberPagination):
-    page_size = 50
-    page_size_query_param = "page_size"
-    max_page_size = 500
-
-    def get_page_number(self, request, paginator):
-        number = request.query_params.get(self.page_query_param) or 1
-        if number != "last" and (not str(number).isdigit() or len(str(number)) > 9):
-            raise exceptions.ValidationError({"page": [f"{str(number)[:40]!r} is not a page number."]})
-        return number
-
-    def get_page_size(self, request):
-        raw = request.query_params.get(self.page_size_query_param)
-        if raw and (not raw.isdigit() or not 1 <= int(raw[:9]) <= self.max_page_size):
-            raise exceptions.ValidationError(
-                {"page_size": [f"page_size must be a whole number from 1 to {self.max_page_size}."]}
-            )
-        return super().get_page_size(request)
-
-    def get_schema_operation_parameters(self, view):
-        """The bounds the two methods above enforce, so the schema promises only what works."""
-        parameters = super().get_schema_operation_parameters(view)
-        for parameter in parameters:
-            if parameter["name"] == self.page_size_query_param:
-                parameter["schema"].update(minimum=1, maximum=self.max_page_size)
-            elif parameter["name"] == self.page_query_param:
-                parameter["schema"].update(minimum=1, maximum=999_999_999)
-        return parameters
 
 
 def conditional(request, *, etag: str, last_modified, build) -> HttpResponse:
@@ -112,7 +81,6 @@ class RunViewSet(CachedReadMixin, viewsets.ReadOnlyModelViewSet):
     queryset = BenchmarkRun.objects.public().order_by("pk")
     serializer_class = RunSerializer
     filterset_class = RunFilter
-    pagination_class = RegistryPagination
     lookup_value_regex = r"[0-9]{1,18}"
     # The list shows no manifest and no spec document, yet they are most of each row's bytes
     # (about 11 kB of JSON per run with its joined specs): left in the database (bench/, docs/performance.md).
@@ -188,7 +156,6 @@ class KernelViewSet(CachedReadMixin, viewsets.ReadOnlyModelViewSet):
     )
     serializer_class = KernelSerializer
     lookup_field = "slug"
-    pagination_class = RegistryPagination
 
 
 class ImplementationFilter(filters.FilterSet):
@@ -206,7 +173,6 @@ class ImplementationViewSet(CachedReadMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Implementation.objects.select_related("kernel").order_by("kernel__slug", "provider", "pk")
     serializer_class = ImplementationSerializer
     filterset_class = ImplementationFilter
-    pagination_class = RegistryPagination
     lookup_value_regex = r"[0-9]{1,18}"
 
 
@@ -225,7 +191,6 @@ class EnvironmentViewSet(CachedReadMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Environment.objects.order_by("product", "pk")
     serializer_class = EnvironmentSerializer
     filterset_class = EnvironmentFilter
-    pagination_class = RegistryPagination
     lookup_value_regex = r"[0-9]{1,18}"
 
 
@@ -237,7 +202,6 @@ class SourceViewSet(CachedReadMixin, viewsets.ReadOnlyModelViewSet):
     )
     serializer_class = SourceSerializer
     lookup_field = "slug"
-    pagination_class = RegistryPagination
 
 
 class GroupFilter(filters.FilterSet):
@@ -256,7 +220,6 @@ class ComparisonGroupViewSet(CachedReadMixin, viewsets.GenericViewSet):
 
     serializer_class = ComparisonGroupSerializer
     filterset_class = GroupFilter
-    pagination_class = RegistryPagination
     lookup_field = "comparison_key"
     lookup_value_regex = DIGEST_PATTERN
 
