@@ -4,8 +4,8 @@ checked them, and load them into another installation.
 A file is JSON: {"format": FORMAT, "runs": [{kernel, workload, implementation, protocol,
 environment, run, jobs}]}. Loading is all or nothing and safe to repeat (a run whose digest is
 already there is left as it is). A run is loaded at `measured` only with the measure job that
-made it, and at `reproduced` only with a succeeded rerun job on its own GPU model: the file
-carries the evidence, not just the level.
+made it, and at `reproduced` only with a rerun job whose verdict agrees: the file carries the
+evidence, not just the level.
 """
 
 import json
@@ -16,6 +16,7 @@ from django.db import transaction
 
 from registry.cache import generation_bump
 from registry.models import (
+    Verdict,
     ACTIVE_JOB_STATES,
     BenchmarkRun,
     EvidenceLevel,
@@ -73,6 +74,18 @@ def controlled_runs_export(*, runs) -> dict:
     return {"format": FORMAT, "source": CONTROLLED_SOURCE, "runs": entries}
 
 
+def controlled_runs_export_dir(*, out: Path, gpu_slug: str) -> list[Path]:
+    """One file per kernel (`<gpu>-<kernel>.json`) of every controlled run on `gpu_slug`."""
+    runs = BenchmarkRun.objects.filter(source__slug=CONTROLLED_SOURCE["slug"], environment__slug=gpu_slug)
+    written = []
+    for kernel in runs.values_list("kernel__slug", flat=True).distinct().order_by("kernel__slug"):
+        document = controlled_runs_export(runs=runs.filter(kernel__slug=kernel).order_by("external_id"))
+        path = Path(out) / f"{gpu_slug}-{kernel}.json"
+        path.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+        written.append(path)
+    return written
+
+
 @transaction.atomic
 def controlled_runs_load(*, path: Path | str) -> ImportSummary:
     """Load every `*.json` export in `path` (a folder or one file)."""
@@ -106,7 +119,7 @@ def _run_load(entry: dict, source: Source, *, where: str) -> BenchmarkRun | None
     fields = dict(entry["run"])
     if BenchmarkRun.objects.filter(digest=fields["digest"]).exists():
         return None
-    _evidence_check(fields, entry["jobs"], where)
+    fields["evidence_level"] = _evidence_check(fields, entry["jobs"], where)
     kernel, _ = Kernel.objects.get_or_create(slug=entry["kernel"]["slug"], defaults=entry["kernel"])
     workload = spec_row(Workload, entry["workload"], kernel=kernel)
     run = measured_run_create(
@@ -128,18 +141,22 @@ def _run_load(entry: dict, source: Source, *, where: str) -> BenchmarkRun | None
     return run
 
 
-def _evidence_check(fields: dict, jobs: list, where: str) -> None:
+def _evidence_check(fields: dict, jobs: list, where: str) -> str:
+    """The level the run loads at. `measured` needs the measure job that made the run;
+    `reproduced` needs a rerun whose verdict agrees. A rerun judged before verdicts existed (by a
+    fixed tolerance, with no verdict) is kept as history, and its run loads at `measured`."""
     level = fields.get("evidence_level")
-    measured = any(j["role"] == "measured" and j["state"] == JobState.SUCCEEDED for j in jobs)
-    reproduced = any(
-        j["role"] == "rerun" and j["state"] == JobState.SUCCEEDED and j["kind"] == JobKind.RERUN for j in jobs
-    )
-    if level == EvidenceLevel.MEASURED and not measured:
-        raise ImportRejected(f"{where}: level 'measured' without the measure job that made the run")
-    if level == EvidenceLevel.REPRODUCED and not (measured and reproduced):
-        raise ImportRejected(f"{where}: level 'reproduced' without a succeeded rerun job")
     if level not in (EvidenceLevel.MEASURED, EvidenceLevel.REPRODUCED):
         raise ImportRejected(f"{where}: a controlled run is 'measured' or 'reproduced', not {level!r}")
+    measured = any(j["role"] == "measured" and j["state"] == JobState.SUCCEEDED for j in jobs)
+    if not measured:
+        raise ImportRejected(f"{where}: level {level!r} without the measure job that made the run")
+    reruns = [j for j in jobs if j["role"] == "rerun" and j["kind"] == JobKind.RERUN and j["state"] == JobState.SUCCEEDED]
+    if level == EvidenceLevel.REPRODUCED and not reruns:
+        raise ImportRejected(f"{where}: level 'reproduced' without a succeeded rerun job")
+    if level == EvidenceLevel.REPRODUCED and not any(j.get("verdict") == Verdict.AGREES for j in reruns):
+        return EvidenceLevel.MEASURED
+    return level
 
 
 def _fields(instance) -> dict:

@@ -7,6 +7,7 @@ evidence rule. Both can be delivered twice or killed halfway: the claim and the 
 import logging
 import socket
 import threading
+import time
 import traceback
 from contextlib import contextmanager
 from functools import cache
@@ -27,12 +28,23 @@ WRONG_GPU_DELAY_S = 30
 RESULT_PUBLISH_RETRY = {"max_retries": 60, "interval_start": 0, "interval_step": 1, "interval_max": 5}
 
 
-@cache
-def worker_gpu_slug() -> str:
-    """This host's GPU model, asked once per process (importing torch is slow)."""
-    from registry.reruns.harness import local_gpu_slug
+# A rerun avoids the card that measured its run: a worker on that card hands it on this many
+# times, pausing so that another card's worker takes it; a fleet of one card then runs it anyway
+# (the verdict records that the same physical GPU measured both).
+AVOID_PASSES = 5
+AVOID_PAUSE_S = 2.0
 
-    return local_gpu_slug()
+
+@cache
+def worker_gpu() -> tuple[str, str]:
+    """This worker's GPU model and UUID, asked once per process (importing torch is slow)."""
+    from registry.reruns.harness import local_gpu
+
+    return local_gpu()
+
+
+def worker_gpu_slug() -> str:
+    return worker_gpu()[0]
 
 
 @shared_task(
@@ -48,7 +60,7 @@ def worker_gpu_slug() -> str:
     soft_time_limit=settings.JOB_HARNESS_TIMEOUT + 120,
     time_limit=settings.JOB_HARNESS_TIMEOUT + 180,
 )
-def job_execute(self, job_id: int, signed: dict | None = None, signature: str = "") -> str:
+def job_execute(self, job_id: int, signed: dict | None = None, signature: str = "", passes: int = 0) -> str:
     """Run one job on this worker's GPU, if KernelIndex signed it, it is this GPU model's and
     nobody else holds it."""
     refusal = services.job_message_check(job_id=job_id, signed=signed, signature=signature)
@@ -65,6 +77,13 @@ def job_execute(self, job_id: int, signed: dict | None = None, signature: str = 
         message = {"signed": signed, "signature": signature}
         services.job_send(job_id=job_id, queue=queue, countdown=WRONG_GPU_DELAY_S, message=message)
         return "wrong_gpu"
+    avoid = signed.get("avoid_gpu") or ""
+    if avoid and avoid == worker_gpu()[1] and isinstance(passes, int) and passes < AVOID_PASSES:
+        # This card measured the run: give another card of the fleet the rerun.
+        message = {"signed": signed, "signature": signature, "passes": passes + 1}
+        services.job_send(job_id=job_id, queue=f"gpu.{gpu}", message=message)
+        time.sleep(AVOID_PAUSE_S)
+        return "other_card"
     claim = services.job_claim(job_id=job_id, gpu_slug=gpu, worker_host=socket.gethostname())
     if claim.outcome == "busy":
         # Another attempt holds it and is alive; look again once it could have gone stale.

@@ -21,7 +21,7 @@ from registry.reruns.harness.kernels import KERNELS
 from registry.reruns.harness.session import session_run
 from registry.reruns.harness.spec import Refused, plan_for
 
-__all__ = ["KERNELS", "LIGER_KERNEL_VERSION", "local_gpu_slug", "protocol_for", "run_job_spec"]
+__all__ = ["KERNELS", "LIGER_KERNEL_VERSION", "local_gpu", "local_gpu_slug", "protocol_for", "run_job_spec"]
 
 # What a harness answer carries into the job's result, beside status, log and protocol.
 RESULT_FIELDS = ("median", "p20", "p80", "unit", "samples", "environment", "upstream", "gpu_uuid", "gpu_state")
@@ -55,17 +55,31 @@ def run_job_spec(spec: dict, *, timeout_s: float) -> dict:
 
 
 @functools.cache
-def local_gpu_slug() -> str:
-    """ "cpu" without a CUDA GPU, else the slug of torch's name for device 0 (the importer's slugs:
-    "NVIDIA A100-SXM4-80GB" -> "nvidia-a100-sxm4-80gb"). Asked in a child process, so that the
-    worker itself never initialises CUDA (a forked pool process could not use it afterwards)."""
-    probe = "import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')"
+def local_gpu() -> tuple[str, str]:
+    """(model slug, UUID) of this process's CUDA device 0 (after CUDA_VISIBLE_DEVICES), or
+    ("cpu", "") without one. The slug is the importer's ("NVIDIA A100-SXM4-80GB" ->
+    "nvidia-a100-sxm4-80gb"). Asked in a child process, so that the worker itself never
+    initialises CUDA (a forked pool process could not use it afterwards)."""
+    probe = (
+        "import torch\n"
+        "if torch.cuda.is_available():\n"
+        "    p = torch.cuda.get_device_properties(0)\n"
+        "    u = str(getattr(p, 'uuid', '') or '')\n"
+        "    print(torch.cuda.get_device_name(0) + '\\t' + (u if not u or u.startswith('GPU-') else 'GPU-' + u))\n"
+        "else:\n"
+        "    print('')\n"
+    )
     try:
         out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.SubprocessError):
-        return "cpu"
-    name = out.stdout.strip().splitlines()[-1] if out.returncode == 0 and out.stdout.strip() else ""
-    return gpu_slug(name)
+        return "cpu", ""
+    line = out.stdout.strip().splitlines()[-1] if out.returncode == 0 and out.stdout.strip() else ""
+    name, _, uuid = line.partition("\t")
+    return gpu_slug(name), uuid
+
+
+def local_gpu_slug() -> str:
+    return local_gpu()[0]
 
 
 def gpu_slug(gpu_name: str) -> str:
@@ -75,8 +89,9 @@ def gpu_slug(gpu_name: str) -> str:
 def protocol_for(*, device: str, metric: str) -> dict:
     """The protocol of a controlled run, its one description: the worker reports it with its
     result, and the recorder makes it the measured run's protocol spec. The same for every job of
-    one device kind and metric, so that its digest names it. What varies per job (the sample
-    budget) is in the result's `sampling`."""
+    one device kind and metric, so that its digest names it. What varies per job (when sampling
+    stopped, the precision reached, the budget) is in the result's `sampling`. docs/protocol.md
+    says the same in words."""
     common = {
         "harness": "Liger-Kernel benchmark scripts",
         "harnessRepository": LIGER_REPOSITORY,
@@ -90,31 +105,41 @@ def protocol_for(*, device: str, metric: str) -> dict:
             "name": "KernelIndex controlled run: Liger-Kernel memory benchmark",
             "timer": "torch.cuda.max_memory_allocated",
             "comparabilityFamily": "kernelindex/liger-peak-memory",
-            "samples": "the 10 peaks (MiB) that utils._test_memory takes its quantiles of",
+            "samples": "the 10 peaks (MiB) that utils._test_memory takes its quantiles of; "
+            "max_memory_reserved read beside each",
             "notes": "Peak max_memory_allocated() over 10 runs of the upstream pass, in MiB "
             "(labelled MB as upstream does). " + COMPARABILITY,
         }
-    samples = {"returnMode": "all", "minCount": 20, "minMs": 100, "maxMs": 5000}
+    timing = settings.CONTROLLED_TIMING
+    stopping = {
+        "minSamples": timing["min_samples"],
+        "confidence": timing["confidence"],
+        "precision": timing["precision"],
+        "interval": "distribution-free interval of the median from order statistics",
+        "warmupMs": timing["warmup_ms"],
+        "warmupCalls": timing["warmup_calls"],
+    }
     if device == "cpu":
         return {
             **common,
-            "name": "KernelIndex controlled run: Liger-Kernel speed benchmark, CPU wall clock",
-            "timer": "CPU wall clock (time.perf_counter, in do_bench's loop)",
-            "comparabilityFamily": "kernelindex/cpu-wall-clock",
-            "samples": samples,
-            "notes": "The upstream setup and pass on the CPU, for the plain-PyTorch providers; "
-            "triton.testing.do_bench's loop and statistics timed with time.perf_counter. Not "
-            "comparable with any GPU timing. " + COMPARABILITY,
+            "name": "kernelindex-cpu-v1",
+            "timer": "CPU wall clock (time.perf_counter), one call per sample",
+            "comparabilityFamily": "kernelindex/cpu-v1",
+            "stopping": stopping,
+            "notes": "The upstream setup and pass on the CPU, for the plain-PyTorch providers, "
+            "sampled by KernelIndex's loop (docs/protocol.md). Not comparable with any GPU "
+            "timing. " + COMPARABILITY,
         }
     return {
         **common,
-        "name": "KernelIndex controlled run: Liger-Kernel speed benchmark",
-        "timer": "CUDA events (triton.testing.do_bench)",
-        "comparabilityFamily": "kernelindex/liger-do-bench-cuda-events",
-        "samples": samples,
-        "notes": "median / p20 / p80: the upstream call as it stands (its own warmup and rep). "
-        "Raw samples: the same callable timed again with return_mode='all' for at least 100 ms "
-        "and 20 calls (at most 5 s). " + COMPARABILITY,
+        "name": "kernelindex-cuda-v1",
+        "timer": "CUDA events, one call per sample, the L2 cache flushed before each",
+        "comparabilityFamily": "kernelindex/cuda-v1",
+        "stopping": {**stopping, "l2FlushFactor": timing["flush_factor"]},
+        "notes": "The upstream setup and the callable upstream hands to do_bench, sampled by "
+        "KernelIndex's loop (docs/protocol.md): each sample one call timed with CUDA events after "
+        "a write of twice the L2 cache. Upstream's own do_bench figure is kept beside it. "
+        + COMPARABILITY,
     }
 
 

@@ -75,16 +75,17 @@ class Side:
         return "1 sample (one timed call)" if self.single_call else "a p20–p80 summary (no raw samples)"
 
 
-def difference_interval(new: Side, old: Side, confidence: float = VERDICT_CONFIDENCE):
+def difference_interval(new: Side, old: Side, confidence: float = VERDICT_CONFIDENCE, *, spread_from=None):
     """(point, low, high, how): the relative difference (new − old) / old of the medians, and its
     interval.
 
     Both sides with raw samples: a percentile bootstrap over both (scipy.stats.bootstrap).
     Otherwise the two medians' intervals are combined as ranges: a side with samples gives the
     order-statistic interval of its median; a published summary gives its p20–p80 range; one
-    timed call is one draw, whose range is the spread of single calls seen on the other side
-    (its samples' central `confidence` range around their median). With one call and no samples
-    on either side there is no interval: (point, None, None, why)."""
+    timed call is one draw, whose range is the spread of single calls seen on the other side, or
+    in `spread_from` (samples of the same work under another loop), as the samples' central
+    `confidence` range around their median. With one call and no samples to say how much one call
+    varies there is no interval: (point, None, None, why)."""
     point = float((new.median - old.median) / old.median)
     if new.has_samples and old.has_samples:
         result = stats.bootstrap(
@@ -99,7 +100,8 @@ def difference_interval(new: Side, old: Side, confidence: float = VERDICT_CONFID
         )
         low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
         return point, low, high, f"bootstrap over both sides' samples ({BOOTSTRAP_RESAMPLES} resamples)"
-    spread = _single_call_spread(new, old, confidence)
+    extra = Side(samples=spread_from) if spread_from is not None and len(spread_from) >= 2 else None
+    spread = _single_call_spread(new, old, *([extra] if extra else []), confidence=confidence)
     new_range, old_range = _range(new, spread, confidence), _range(old, spread, confidence)
     if new_range is None or old_range is None:
         return point, None, None, "one timed call on a side and no samples to say how much one call varies"
@@ -124,9 +126,9 @@ def _relative_difference_of_medians(new, old, axis=-1):
     return (np.median(new, axis=axis) - old_median) / old_median
 
 
-def _single_call_spread(new: Side, old: Side, confidence: float):
-    """Where one call may fall, relative to the median: from whichever side has samples."""
-    for side in (new, old):
+def _single_call_spread(*sides: Side, confidence: float):
+    """Where one call may fall, relative to the median: from the first side with samples."""
+    for side in sides:
         if side.has_samples:
             tail = (1 - confidence) / 2
             low, high = np.quantile(side.samples, [tail, 1 - tail])

@@ -19,7 +19,7 @@ from registry.reruns.services.measured_run import (
     measured_run_from_job,
 )
 from registry.reruns.services.reconcile import jobs_reconcile
-from registry.reruns.services.record import median_interval, rerun_record_result, rerun_tolerance
+from registry.reruns.services.record import rerun_record_result
 from registry.reruns.services.request import (
     JobRefused,
     MeasureRequest,
@@ -61,8 +61,6 @@ __all__ = [
     "measure_request",
     "measured_run_create",
     "measured_run_from_job",
-    "median_interval",
     "rerun_record_result",
     "rerun_request",
-    "rerun_tolerance",
 ]

@@ -11,21 +11,24 @@ from django.db import transaction
 from django.utils import timezone
 
 from registry.cache import generation_bump
-from registry.models import BenchmarkRun, EvidenceLevel, JobKind, JobState, RerunJob
+from registry.models import BenchmarkRun, EvidenceLevel, JobKind, JobState, RerunJob, Verdict
+from registry.reruns.harness import stats
 from registry.reruns.services.measured_run import measured_run_from_job
 from registry.reruns.services.worker import LOG_LIMIT, bounded_log
 
 SAMPLES_LIMIT = 20_000
+# Runs whose own samples a rerun is compared with (KernelIndex's protocols).
+CONTROLLED_FAMILIES = ("kernelindex/cuda-v1", "kernelindex/cpu-v1", "kernelindex/liger-peak-memory")
 
 
 @transaction.atomic
 def rerun_record_result(*, job_id: int, lease: str, result: dict) -> RerunJob | None:
     """Finish the job held by `lease` with the harness's result, in one transaction.
 
-    The only code that changes an evidence level: a rerun whose median agrees with the recorded
-    one within the tolerance makes the run `reproduced`; a measure job creates its run at
-    `measured`. A failed harness, a disagreeing rerun (`diverged`) or a result from a stale
-    attempt leaves every level as it was. Returns None when the job was not this attempt's."""
+    The only code that changes an evidence level: a rerun whose verdict is `agrees` makes the run
+    `reproduced`; a measure job creates its run at `measured`. A failed harness, an
+    `inconclusive` or `disagrees` verdict (the job `diverged`) or a result from a stale attempt
+    leaves every level as it was. Returns None when the job was not this attempt's."""
     job = (
         RerunJob.objects.select_for_update()
         .select_related("kernel", "workload")
@@ -76,23 +79,71 @@ def _result_store(job: RerunJob, result: dict) -> None:
     job.p20 = _float_or(result.get("p20"), job.median)
     job.p80 = _float_or(result.get("p80"), job.median)
     job.samples = samples
-    job.ci_low, job.ci_high = median_interval(samples)
+    job.ci_low, job.ci_high = stats.median_interval(samples) or (None, None)
+    job.upstream = _figures(result.get("upstream"))
+    job.gpu_uuid = str(result.get("gpu_uuid") or "")[:64]
+    job.gpu_state = result.get("gpu_state") if isinstance(result.get("gpu_state"), dict) else {}
+    job.sampling = result.get("sampling") if isinstance(result.get("sampling"), dict) else {}
     job.error = ""
 
 
 def _rerun_judge(job: RerunJob) -> None:
-    run = BenchmarkRun.objects.select_for_update().get(pk=job.run_id)
-    job.tolerance = rerun_tolerance(run)
-    job.deviation = _relative_difference(job.median, run.median)
-    if abs(job.deviation) <= job.tolerance:
-        job.state = JobState.SUCCEEDED
-        if run.evidence_level != EvidenceLevel.REPRODUCED:
-            BenchmarkRun.objects.filter(pk=run.pk).update(
-                evidence_level=EvidenceLevel.REPRODUCED, updated_at=timezone.now()
-            )
+    """The verdict: an equivalence judgement on the relative difference of the two medians, its
+    95% interval against ±RERUN_TOLERANCE (docs/protocol.md). A run is judged under its own
+    protocol: a KernelIndex-protocol run by the rerun's samples against its own; any other run
+    (the source's, or an older controlled protocol) by the rerun's upstream do_bench figure."""
+    run = BenchmarkRun.objects.select_for_update().select_related("protocol").get(pk=job.run_id)
+    measured_by = run.measured_by_jobs.filter(kind=JobKind.MEASURE).order_by("pk").first()
+    own_protocol = run.protocol.comparability_family in CONTROLLED_FAMILIES and measured_by is not None
+    if own_protocol and len(measured_by.samples) >= 2 and len(job.samples) >= 2:
+        new, old, basis = stats.Side(samples=job.samples), stats.Side(samples=measured_by.samples), "samples"
     else:
+        upstream = job.upstream or {"median": job.median, "p20": job.p20, "p80": job.p80}
+        new, old, basis = stats.Side(**upstream), stats.Side(median=run.median, p20=run.p20, p80=run.p80), "upstream"
+    point, low, high, how = stats.difference_interval(new, old, spread_from=job.samples)
+    job.tolerance = settings.RERUN_TOLERANCE
+    job.deviation, job.deviation_low, job.deviation_high = point, low, high
+    job.verdict = stats.verdict(low, high, job.tolerance)
+    same_gpu = bool(measured_by and measured_by.gpu_uuid and measured_by.gpu_uuid == job.gpu_uuid)
+    job.sampling = {
+        **job.sampling,
+        "basis": basis,
+        "same_gpu": same_gpu if measured_by and measured_by.gpu_uuid and job.gpu_uuid else None,
+    }
+    job.verdict_note = _verdict_note(job, new, old, how, basis)
+    if job.verdict == Verdict.DISAGREES:
         job.state = JobState.DIVERGED
         _divergence_report_open(job)
+        return
+    job.state = JobState.SUCCEEDED
+    if job.verdict == Verdict.AGREES and run.evidence_level != EvidenceLevel.REPRODUCED:
+        BenchmarkRun.objects.filter(pk=run.pk).update(evidence_level=EvidenceLevel.REPRODUCED, updated_at=timezone.now())
+
+
+def _verdict_note(job: RerunJob, new, old, how: str, basis: str) -> str:
+    compared = "KernelIndex-protocol samples" if basis == "samples" else "upstream's do_bench figure"
+    interval = (
+        f"95% interval {job.deviation_low:+.2%} to {job.deviation_high:+.2%}"
+        if job.deviation_low is not None
+        else "no interval"
+    )
+    why = {
+        Verdict.AGREES: f"the whole interval lies within ±{job.tolerance:.1%}",
+        Verdict.DISAGREES: f"the whole interval lies outside ±{job.tolerance:.1%}",
+        Verdict.INCONCLUSIVE: f"the interval is not wholly inside or wholly outside ±{job.tolerance:.1%}; "
+        "another rerun may settle it",
+    }[job.verdict]
+    return (
+        f"Compared: {compared}. Difference of medians {job.deviation:+.2%}, {interval} ({how}). "
+        f"Rerun: {new.count}; recorded run: {old.count}. {why[0].upper()}{why[1:]}."
+    )
+
+
+def _figures(value) -> dict:
+    if not isinstance(value, dict):
+        return {}
+    figures = {k: float(value[k]) for k in ("median", "p20", "p80") if isinstance(value.get(k), int | float)}
+    return figures if len(figures) == 3 and all(math.isfinite(v) for v in figures.values()) else {}
 
 
 def _divergence_report_open(job: RerunJob) -> None:
@@ -108,38 +159,10 @@ def _divergence_report_open(job: RerunJob) -> None:
         description=(
             f"Controlled rerun job #{job.pk} on {job.worker_gpu or job.gpu_slug} measured a median of "
             f"{job.median:.6g} {job.unit}, {job.deviation:+.1%} from the recorded {job.run.median:.6g} "
-            f"{job.run.unit}; the tolerance is ±{job.tolerance:.1%}. The run keeps its evidence level "
-            "until a moderator looks into it."
+            f"{job.run.unit}; {job.verdict_note} The run keeps its evidence level until a moderator "
+            "looks into it."
         ),
     )
-
-
-def rerun_tolerance(run: BenchmarkRun) -> float:
-    """The larger of the RERUN_TOLERANCE setting and the recorded p20–p80 spread, both relative
-    to the recorded median."""
-    spread = _relative_difference(run.p80, run.p20, base=run.median) if run.median else 0.0
-    return max(settings.RERUN_TOLERANCE, abs(spread))
-
-
-def _relative_difference(value: float, reference: float, *, base: float | None = None) -> float:
-    base = reference if base is None else base
-    if base == 0:
-        return 0.0 if value == reference else math.inf
-    return (value - reference) / base
-
-
-def median_interval(samples: list[float], z: float = 1.96) -> tuple[float | None, float | None]:
-    """A distribution-free 95% interval of the median from order statistics; none under 6
-    samples, where it would be the whole range."""
-    n = len(samples)
-    if n < 6:
-        return None, None
-    ordered = sorted(samples)
-    half = z * math.sqrt(n) / 2
-    # Ranks j = ⌊n/2 − z√n/2⌋ and k = ⌈1 + n/2 + z√n/2⌉, counted from 1.
-    low = max(math.floor(n / 2 - half) - 1, 0)
-    high = min(math.ceil(n / 2 + half), n - 1)
-    return ordered[low], ordered[high]
 
 
 def _float_or(value, default: float) -> float:

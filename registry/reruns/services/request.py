@@ -42,6 +42,7 @@ def rerun_request(
                 operation_mode=run.operation_mode,
                 metric=run.metric,
                 gpu_slug=run.environment.slug,
+                avoid_gpu_uuid=_measuring_card(run),
                 requested_by=requested_by,
                 reason=reason,
                 issue_report_pk=issue_report_pk,
@@ -53,6 +54,13 @@ def rerun_request(
     send_on_commit(job)
     generation_bump()  # the run page lists its queued rerun
     return job
+
+
+def _measuring_card(run: BenchmarkRun) -> str:
+    """The UUID of the card that measured a controlled run: its rerun goes to another card when
+    the fleet has one, so that `reproduced` means two physical GPUs agreed."""
+    measured_by = run.measured_by_jobs.filter(kind=JobKind.MEASURE).exclude(gpu_uuid="").first()
+    return measured_by.gpu_uuid if measured_by else ""
 
 
 @dataclass

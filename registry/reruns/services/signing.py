@@ -15,6 +15,8 @@ from registry.reruns.services.worker import job_spec
 def job_message(job: RerunJob) -> dict:
     """The keyword arguments of the job's message: what to run, and the signature over it."""
     signed = {"job": job.pk, "gpu": job.gpu_slug, "spec": job_spec(job)}
+    if job.avoid_gpu_uuid:
+        signed["avoid_gpu"] = job.avoid_gpu_uuid  # the card that measured the run (tasks.job_execute)
     return {"signed": signed, "signature": _signature(signed)}
 
 

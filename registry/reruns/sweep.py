@@ -1,0 +1,282 @@
+"""The controlled sweep: measure every mappable workload of the source data on this host's GPUs
+through the real pipeline (measure jobs on Celery workers, one per GPU), rerun each result on
+another card, and export what finished as data that `load_bundled_data` loads.
+
+`python manage.py controlled_sweep --out DIR` (docs/reruns.md). Resumable: the runs already in
+this database or in DIR (loaded first) are not measured again, so a sweep cut short by its
+deadline goes on where it stopped when started again with the same DIR.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from django.conf import settings
+from django.utils import timezone
+
+from registry.models import BenchmarkRun, JobKind, JobState, Kernel, RerunJob, Workload
+from registry.reruns import controlled
+from registry.reruns.harness import KERNELS, protocol_for
+from registry.reruns.harness.spec import Refused, plan_for
+from registry.reruns.services import JobRefused, job_cancel, measure_request, rerun_request
+from registry.reruns.services.worker import job_spec
+from registry.services.imports import BUNDLED_LIGER_CSV, liger_import
+
+FINISHED = (JobState.SUCCEEDED, JobState.DIVERGED, JobState.FAILED, JobState.CANCELLED)
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+MAX_MEASURE_ATTEMPTS = 2  # a target whose measure job failed twice is reported, not tried again
+
+
+@dataclass(frozen=True)
+class Target:
+    kernel: str
+    workload_id: int
+    provider: str
+    operation_mode: str
+    metric: str
+
+
+@dataclass
+class Progress:
+    measured: int = 0
+    reruns: int = 0
+    failed: list = field(default_factory=list)
+
+
+def targets(*, gpu_slug: str, kernels: list[str] | None = None) -> list[Target]:
+    """Every distinct (workload, provider, pass, metric) of the current source runs of the
+    mappable kernels that the harness accepts, interleaved kernel by kernel so that a sweep cut
+    short still covers every kernel."""
+    runs = (
+        BenchmarkRun.objects.current()
+        .exclude(source__slug=controlled.CONTROLLED_SOURCE["slug"])
+        .filter(kernel__slug__in=kernels or list(KERNELS))
+        .values_list("kernel__slug", "workload_id", "implementation__provider", "operation_mode", "metric")
+        .distinct()
+        .order_by("kernel__slug", "workload_id", "implementation__provider", "operation_mode", "metric")
+    )
+    rows = [Target(*row) for row in runs]
+    workloads = Workload.objects.in_bulk({t.workload_id for t in rows})
+    kernel_rows = {k.slug: k for k in Kernel.objects.filter(slug__in={t.kernel for t in rows})}
+    by_kernel = defaultdict(list)
+    for target in rows:
+        if gpu_slug == "cpu" and target.metric == "memory":
+            continue
+        job = RerunJob(
+            kernel=kernel_rows[target.kernel],
+            workload=workloads[target.workload_id],
+            provider=target.provider,
+            operation_mode=target.operation_mode,
+            metric=target.metric,
+            gpu_slug=gpu_slug,
+        )
+        try:
+            plan_for(job_spec(job))
+        except Refused:
+            continue
+        by_kernel[target.kernel].append(target)
+    queues = deque(deque(items) for items in by_kernel.values())
+    ordered = []
+    while queues:
+        queue = queues.popleft()
+        ordered.append(queue.popleft())
+        if queue:
+            queues.append(queue)
+    return ordered
+
+
+def measured_targets(*, gpu_slug: str) -> dict[Target, BenchmarkRun]:
+    """The controlled runs of this GPU model under the current protocol, by target."""
+    device = "cpu" if gpu_slug == "cpu" else "cuda"
+    families = {protocol_for(device=device, metric=metric)["comparabilityFamily"] for metric in ("latency", "memory")}
+    runs = BenchmarkRun.objects.filter(
+        source__slug=controlled.CONTROLLED_SOURCE["slug"],
+        environment__slug=gpu_slug,
+        protocol__comparability_family__in=families,
+    ).select_related("kernel", "implementation")
+    return {
+        Target(run.kernel.slug, run.workload_id, run.implementation.provider, run.operation_mode, run.metric): run
+        for run in runs
+    }
+
+
+class Fleet:
+    """One Celery worker per GPU (CUDA_VISIBLE_DEVICES), all consuming the model's queue, and
+    one CPU worker on the default queue that records results."""
+
+    def __init__(self, *, gpu_slug: str, gpus: int, log_dir: Path):
+        self.processes = []
+        base = [sys.executable, "-m", "celery", "-A", "kernelindex", "worker", "--prefetch-multiplier", "1"]
+        root = Path(settings.BASE_DIR)
+        for index in range(gpus):
+            env = {**os.environ, **MULTICAST_OFF}
+            if gpu_slug != "cpu":
+                env["CUDA_VISIBLE_DEVICES"] = str(index)
+            command = [*base, "-Q", f"gpu.{gpu_slug}", "-c", "1", "-n", f"gpu{index}@%h", "-l", "info"]
+            self._start(command, env, root, log_dir / f"worker-gpu{index}.log")
+        command = [*base, "-Q", settings.CELERY_TASK_DEFAULT_QUEUE, "-c", "2", "-n", "recorder@%h", "-l", "info"]
+        self._start(command, {**os.environ, **MULTICAST_OFF}, root, log_dir / "worker-recorder.log")
+
+    def _start(self, command, env, root, log: Path):
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self.processes.append(
+            subprocess.Popen(command, cwd=root, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+        )
+
+    def stop(self, grace_s: float = 20) -> None:
+        for process in self.processes:
+            process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for process in self.processes:
+            try:
+                process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                process.kill()  # a job cut short is cancelled by the sweep and measured next time
+                process.wait()
+
+
+def sweep(
+    *,
+    gpu_slug: str,
+    gpus: int,
+    out: Path,
+    deadline_s: float,
+    kernels: list[str] | None = None,
+    limit: int | None = None,
+    reruns: bool = True,
+    export: bool = True,
+    resume: bool = True,
+    log=print,
+) -> dict:
+    """Measure, rerun and export until done or `deadline_s` has passed; returns the figures."""
+    began = time.monotonic()
+    stop_at = began + deadline_s
+    _registry_ready(out, log)
+    todo = targets(gpu_slug=gpu_slug, kernels=kernels)
+    if limit is not None:
+        todo = todo[:limit]
+    done = measured_targets(gpu_slug=gpu_slug) if resume else {}
+    pending = deque(t for t in todo if t not in done)
+    to_rerun = deque(run for t, run in done.items() if t in set(todo) and reruns and not _has_rerun(run))
+    log(f"{len(todo)} targets: {len(done)} measured already, {len(pending)} to measure, {len(to_rerun)} to rerun")
+    fleet = Fleet(gpu_slug=gpu_slug, gpus=gpus, log_dir=out / "logs")
+    in_flight: dict[int, Target | None] = {}
+    attempts: dict[Target, int] = defaultdict(int)
+    figures = Progress()
+    window = 2 * gpus + 1  # messages ahead of the workers: enough to keep every card busy
+    try:
+        while time.monotonic() < stop_at and (pending or to_rerun or in_flight):
+            _collect(in_flight, pending, to_rerun, attempts, figures, reruns)
+            while len(in_flight) < window and (to_rerun or pending):
+                if to_rerun:  # a rerun first: its run is already measured
+                    _send_rerun(to_rerun.popleft(), in_flight, log)
+                else:
+                    _send_measure(pending.popleft(), gpu_slug, in_flight, attempts, log)
+            time.sleep(0.5)
+        _collect(in_flight, pending, to_rerun, attempts, figures, reruns)
+    finally:
+        for job_id in list(in_flight):
+            job_cancel(job=RerunJob.objects.get(pk=job_id))
+        fleet.stop()
+    elapsed = time.monotonic() - began
+    log(f"stopped after {elapsed:.0f} s: {figures.measured} measured, {figures.reruns} reruns finished")
+    if export:
+        controlled.controlled_runs_export_dir(out=out, gpu_slug=gpu_slug)
+    return {"elapsed_s": elapsed, "measured": figures.measured, "reruns": figures.reruns, "failed": figures.failed, "left": len(pending) + len(to_rerun)}
+
+
+def _registry_ready(out: Path, log) -> None:
+    if not BenchmarkRun.objects.exists():
+        log(liger_import(path=BUNDLED_LIGER_CSV))
+    if out.exists() and any(out.glob("*.json")):
+        log(controlled.controlled_runs_load(path=out))
+
+
+def _has_rerun(run: BenchmarkRun) -> bool:
+    return RerunJob.objects.filter(kind=JobKind.RERUN, run=run).exclude(state=JobState.CANCELLED).exists()
+
+
+def _send_measure(target: Target, gpu_slug: str, in_flight, attempts, log) -> None:
+    attempts[target] += 1
+    try:
+        request = measure_request(
+            kernel=_kernel(target.kernel),
+            providers=[target.provider],
+            operation_modes=[target.operation_mode],
+            metrics=[target.metric],
+            gpu_slug=gpu_slug,
+            workloads=[target.workload_id],
+            reason="Controlled sweep",
+        )
+    except JobRefused as exc:
+        log(f"refused {target}: {exc}")
+        return
+    for job in request.created:
+        in_flight[job.pk] = target
+
+
+def _send_rerun(run: BenchmarkRun, in_flight, log) -> None:
+    try:
+        job = rerun_request(run=run, reason="Controlled sweep: rerun of a controlled measurement")
+    except JobRefused as exc:
+        log(f"rerun refused for run {run.pk}: {exc}")
+        return
+    in_flight[job.pk] = None
+
+
+def _collect(in_flight, pending, to_rerun, attempts, figures: Progress, reruns: bool) -> None:
+    finished = RerunJob.objects.filter(pk__in=list(in_flight), state__in=FINISHED).select_related("result_run")
+    for job in finished:
+        target = in_flight.pop(job.pk)
+        if job.kind == JobKind.RERUN:
+            figures.reruns += 1
+        elif job.state == JobState.SUCCEEDED:
+            figures.measured += 1
+            if reruns:
+                to_rerun.append(job.result_run)
+        elif attempts[target] < MAX_MEASURE_ATTEMPTS:
+            pending.append(target)
+        else:
+            figures.failed.append(f"{target}: {job.error[:300]}")
+
+
+def _kernel(slug: str) -> Kernel:
+    return Kernel.objects.get(slug=slug)
+
+
+def throughput(*, gpu_slug: str, gpus: int, count: int, out: Path, deadline_s: float, log=print) -> dict:
+    """Jobs per hour on the same job list (the first `count` targets), with one worker and with
+    `gpus` workers: from the first job's start to the last one's finish, so that starting the
+    workers (imports, the first CUDA context) is not counted. Nothing is exported."""
+    figures = {}
+    for workers in (1, gpus):
+        began = timezone.now()
+        outcome = sweep(
+            gpu_slug=gpu_slug, gpus=workers, out=out, deadline_s=deadline_s / 2, limit=count,
+            reruns=False, export=False, resume=False, log=log,
+        )
+        jobs = RerunJob.objects.filter(created_at__gte=began, kind=JobKind.MEASURE, state=JobState.SUCCEEDED)
+        first, last = _span(jobs)
+        hours = (last - first).total_seconds() / 3600 if first and last else 0
+        figures[workers] = {
+            "jobs": jobs.count(),
+            "seconds": hours * 3600,
+            "jobs_per_hour": jobs.count() / hours if hours else 0,
+            "left": outcome["left"],
+        }
+        log(f"{workers} worker(s): {figures[workers]}")
+    if figures.get(1, {}).get("jobs_per_hour") and gpus > 1:
+        figures["speedup"] = figures[gpus]["jobs_per_hour"] / figures[1]["jobs_per_hour"]
+    return figures
+
+
+def _span(jobs):
+    from django.db.models import Max, Min
+
+    span = jobs.aggregate(first=Min("started_at"), last=Max("finished_at"))
+    return span["first"], span["last"]
