@@ -56,6 +56,22 @@ def ensure_worker_requirements():
         pip_install("-r", worker)
 
 
+DEVELOPMENT_ENV = """\
+# Written by `python3 scripts/dev.py run` for local development; .env.example lists every
+# variable. The process environment wins over this file. Never use DEBUG=1 in production.
+DEBUG=1
+"""
+
+
+def dotenv_ensure():
+    """The README's `.venv/bin/python manage.py ...` commands read settings from `.env`, as
+    runserver does: without DEBUG=1 there, production settings would ask for a SECRET_KEY."""
+    dotenv = ROOT / ".env"
+    if not dotenv.exists():
+        dotenv.write_text(DEVELOPMENT_ENV)
+        print(f"wrote {dotenv.relative_to(ROOT)} (DEBUG=1, for development)", flush=True)
+
+
 def base_env(**extra):
     env = dict(os.environ)
     env.setdefault("DEBUG", "1")
@@ -69,6 +85,7 @@ def _interrupt(signum, frame):
 
 def run():
     ensure_venv()
+    dotenv_ensure()
     pip_install("-r", ROOT / "requirements.txt")
     env = base_env()
     manage = [PYTHON, ROOT / "manage.py"]

@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import secrets
+import shlex
 import signal
 import subprocess
 import sys
@@ -63,6 +64,38 @@ def environment(port: int) -> dict:
     env["PROMETHEUS_MULTIPROC_DIR"] = str(folder / "prometheus")
     env["GUNICORN_BIND"] = f"127.0.0.1:{port}"
     return env
+
+
+# What an operator's shell needs to run manage.py against this deployment (`operator_env_write`).
+OPERATOR_VARIABLES = (
+    "DATABASE_URL",
+    "CELERY_BROKER_URL",
+    "CACHE_URL",
+    "SECRET_KEY",
+    "DEBUG",
+    "ALLOWED_HOSTS",
+    "SITE_URL",
+    "LOG_FORMAT",
+    "SECURE_SSL_REDIRECT",
+    "SESSION_COOKIE_SECURE",
+    "CSRF_COOKIE_SECURE",
+    "SECURE_HSTS_SECONDS",
+    "KERNELINDEX_VAR_DIR",
+    "JOB_SIGNING_KEY",
+    "METRICS_TOKEN",
+)
+
+
+def operator_env_write(env: dict) -> Path:
+    """var/prod/env: the settings the processes were started with, as shell assignments
+    (readable by the owner only: it holds SECRET_KEY). `set -a; . var/prod/env; set +a` gives an
+    operator's shell the same settings, so `manage.py moderator_add` and the like work there."""
+    path = state_dir() / "env"
+    lines = [f"{name}={shlex.quote(env[name])}" for name in OPERATOR_VARIABLES if env.get(name)]
+    path.touch(mode=0o600)
+    path.chmod(0o600)
+    path.write_text("# Written by scripts/prod.py up. Load it with: set -a; . THIS_FILE; set +a\n" + "\n".join(lines) + "\n")
+    return path
 
 
 def database_ensure(env: dict) -> None:
@@ -138,6 +171,7 @@ def up(args) -> None:
     if running():
         sys.exit(f"already running: {', '.join(running())}; run `scripts/prod.py down` first")
     env = environment(args.port)
+    operator_env = operator_env_write(env)
     database_ensure(env)
     manage(env, "migrate", "--noinput")
     manage(env, "collectstatic", "--noinput", "--verbosity", "0")
@@ -158,7 +192,8 @@ def up(args) -> None:
         print(f"started {name} (pid {process.pid}), log: {folder / 'log' / f'{name}.log'}", flush=True)
     ready_wait(args.port, timeout=args.timeout)
     print(
-        f"KernelIndex is up on http://127.0.0.1:{args.port}/ (readyz: 200). Stop it with: scripts/prod.py down"
+        f"KernelIndex is up on http://127.0.0.1:{args.port}/ (readyz: 200). Stop it with: scripts/prod.py down\n"
+        f"manage.py in another shell needs these settings first: set -a; . {operator_env}; set +a"
     )
 
 
