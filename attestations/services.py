@@ -10,18 +10,14 @@ import json
 import math
 from collections.abc import Iterable
 from decimal import Decimal
+from functools import partial
 from numbers import Real
 
-from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, Group
 from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.core.mail import send_mail
 from django.core.validators import URLValidator
 from django.db import IntegrityError, transaction
-from django.template.loader import render_to_string
-from django.urls import reverse
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
@@ -38,12 +34,12 @@ from attestations.models import (
     IssueReport,
     IssueReportCategory,
     IssueReportState,
-    Notification,
 )
+from attestations.notifications import MODERATORS_GROUP
+from attestations.tasks import notify
 from registry.cache import generation_bump
 from registry.models import BenchmarkRun
 
-MODERATORS_GROUP = "moderators"
 # Machine accounts (a GPU worker's API token, should one ever be issued) read; they never contribute.
 GPU_WORKERS_GROUP = "gpu-workers"
 MODERATE_ATTESTATION = "attestations.moderate_attestation"
@@ -427,76 +423,6 @@ def _audit(*, actor, target, action: str, from_state: str = "", to_state: str = 
         to_state=str(to_state),
         reason=reason,
     )
-    from attestations.tasks import notify  # the task module imports this one
-
-    notify.delay_on_commit(entry.pk)
+    # robust: a broker that is down must not turn a committed submission into an error page.
+    transaction.on_commit(partial(notify.delay, entry.pk), robust=True)
     return entry
-
-
-def notifications_send(*, entry: AuditEntry) -> int:
-    """Email whoever this entry concerns; returns how many emails went out now.
-
-    Not one transaction on purpose: each email is recorded as soon as it is sent, so a task
-    killed halfway and run again sends only the ones still missing.
-    """
-    message = _notification_for(entry)
-    if message is None:
-        return 0
-    recipients, subject, body = message
-    done = set(Notification.objects.filter(entry=entry).values_list("email", flat=True))
-    sent = 0
-    for email in sorted(set(recipients) - done):
-        send_mail(subject, body, None, [email])
-        try:
-            Notification.objects.create(entry=entry, email=email)
-        except IntegrityError:  # a second delivery of the task sent it at the same moment
-            continue
-        sent += 1
-    return sent
-
-
-def _notification_for(entry: AuditEntry) -> tuple[list[str], str, str] | None:
-    target = entry.target
-    if isinstance(target, Attestation):
-        author = target.author
-        if entry.action == "submitted":
-            return _to_moderators(entry, target, f"New {target.get_kind_display().lower()} to moderate")
-        return _to_user(author, entry, target, f"Your {target.get_kind_display().lower()} was {entry.action}")
-    if isinstance(target, IssueReport):
-        if entry.action == "filed":
-            return _to_moderators(entry, target, "New issue report to triage")
-        return _to_user(target.reporter, entry, target, f"Your issue report is {entry.to_state}")
-    return None
-
-
-def _to_moderators(entry, target, subject):
-    # Filtering through the group name: a site whose moderators group was removed notifies
-    # nobody rather than failing the task (and retrying it) forever.
-    moderators = (
-        get_user_model()
-        .objects.filter(groups__name=MODERATORS_GROUP, is_active=True)
-        .exclude(email="")
-        .exclude(pk=entry.actor_id)
-    )
-    emails = [u.email for u in moderators]
-    admin_path = reverse(f"admin:{target._meta.app_label}_{target._meta.model_name}_change", args=[target.pk])
-    body = render_to_string(
-        "attestations/email/to_moderators.txt",
-        {"entry": entry, "target": target, "url": settings.SITE_URL + admin_path},
-    )
-    return emails, f"[KernelIndex] {subject}", body
-
-
-def _to_user(user, entry, target, subject):
-    if user is None or not user.email or not user.is_active:
-        return None
-    body = render_to_string(
-        "attestations/email/to_author.txt",
-        {
-            "user": user,
-            "entry": entry,
-            "target": target,
-            "url": settings.SITE_URL + reverse("attestations:my-submissions"),
-        },
-    )
-    return [user.email], f"[KernelIndex] {subject}", body

@@ -1,10 +1,11 @@
-"""Email notifications, sent after the transaction that caused them commits."""
+"""Email notifications, sent after the transaction that caused them commits: the moderators' and
+authors' mail about attestations and issue reports, and the moderators' mail about a failed sync."""
 
 import smtplib
 
 from celery import shared_task
 
-from attestations import services
+from attestations import notifications
 from attestations.models import AuditEntry
 
 
@@ -23,4 +24,18 @@ def notify(entry_pk: int) -> int:
     entry = AuditEntry.objects.filter(pk=entry_pk).select_related("content_type").first()
     if entry is None:  # its transaction was rolled back after all
         return 0
-    return services.notifications_send(entry=entry)
+    return notifications.notifications_send(entry=entry)
+
+
+@shared_task(
+    name="registry.sync_failure_notify",  # the name it had when it lived in registry.tasks
+    acks_late=True,
+    time_limit=120,
+    soft_time_limit=100,
+    autoretry_for=(OSError,),  # smtplib errors are OSErrors
+    retry_backoff=True,
+    max_retries=6,
+)
+def sync_failure_notify_task(sync_pk: int) -> int:
+    """Mail the moderators about a failed liger-kernel sync; running it twice mails once."""
+    return notifications.sync_failure_notify(sync_pk=sync_pk)

@@ -1,8 +1,10 @@
 from celery import shared_task
 
 from registry import services
+
 # The controlled-run pipeline's tasks live with it; imported here so autodiscovery finds them.
-from registry.reruns import tasks as reruns_tasks  # noqa: F401,E402
+from registry.reruns import tasks as reruns_tasks  # noqa: F401
+from registry.services.sync import liger_sync
 
 
 @shared_task(name="registry.liger_import", acks_late=True, time_limit=1800)
@@ -16,22 +18,5 @@ def liger_import_task(path: str, release: str = "") -> dict:
 def sync_liger_task(version: str = "") -> dict:
     """The daily beat job (and `manage.py sync_liger --queue`). Safe to run twice: a release
     already imported from the same archive is skipped."""
-    from registry.services.sync import liger_sync
-
     sync = liger_sync(version=version)
     return {"sync": sync.pk, "status": sync.status, "release": sync.release}
-
-
-@shared_task(
-    name="registry.sync_failure_notify",
-    acks_late=True,
-    time_limit=120,
-    soft_time_limit=100,
-    autoretry_for=(OSError,),  # smtplib errors are OSErrors
-    retry_backoff=True,
-    max_retries=6,
-)
-def sync_failure_notify_task(sync_pk: int) -> int:
-    from registry.services.sync import sync_failure_notify
-
-    return sync_failure_notify(sync_pk=sync_pk)

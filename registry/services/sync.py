@@ -9,14 +9,13 @@ failure is remembered, shown in the admin and mailed to the moderators after it 
 import logging
 import tempfile
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 
-from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
+from attestations.tasks import sync_failure_notify_task
 from registry import digests
 from registry.importers import pypi
 from registry.importers.pypi import DataFile, PyPIError
@@ -24,7 +23,6 @@ from registry.models import SourceSync
 from registry.services.imports import ImportRejected, liger_import
 
 logger = logging.getLogger(__name__)
-MODERATORS_GROUP = "moderators"
 
 
 def liger_sync(*, version: str = "", force: bool = False) -> SourceSync:
@@ -74,38 +72,9 @@ def sync_fail(*, sync: SourceSync, error: str) -> SourceSync:
     logger.error("liger-kernel sync %s failed: %s", sync.pk, error)
     _sync_update(sync, error=error[:10000])
     _sync_finish(sync, status=SourceSync.Status.FAILED)
-    from registry.tasks import sync_failure_notify_task
-
-    transaction.on_commit(lambda: sync_failure_notify_task.delay(sync.pk))
+    # robust: a broker that is down must not undo the recorded failure.
+    transaction.on_commit(partial(sync_failure_notify_task.delay, sync.pk), robust=True)
     return sync
-
-
-@transaction.atomic
-def sync_failure_notify(*, sync_pk: int) -> int:
-    """Mail the moderators about a failed sync; returns how many were mailed. Sent at least once:
-    the row is marked only after the mail went, so a retry after a mail-server error sends it."""
-    sync = SourceSync.objects.select_for_update().get(pk=sync_pk)
-    if sync.status != SourceSync.Status.FAILED or sync.notified_at is not None:
-        return 0
-    recipients = sorted(
-        get_user_model()
-        .objects.filter(groups__name=MODERATORS_GROUP, is_active=True)
-        .exclude(email="")
-        .values_list("email", flat=True)
-        .distinct()
-    )
-    if recipients:
-        send_mail(
-            subject=f"[KernelIndex] liger-kernel sync failed ({sync.release or sync.requested_version or 'newest'})",
-            message=_failure_message(sync),
-            from_email=settings.DEFAULT_FROM_EMAIL,
-            recipient_list=recipients,
-        )
-    else:
-        logger.warning("liger-kernel sync %s failed and no moderator has an email address", sync.pk)
-    sync.notified_at = timezone.now()
-    sync.save(update_fields=["notified_at"])
-    return len(recipients)
 
 
 def sync_last() -> SourceSync | None:
@@ -139,14 +108,3 @@ def _sync_update(sync: SourceSync, **fields) -> None:
 def _sync_finish(sync: SourceSync, *, status: str) -> SourceSync:
     _sync_update(sync, status=status, finished_at=timezone.now())
     return sync
-
-
-def _failure_message(sync: SourceSync) -> str:
-    return (
-        f"The liger-kernel sync #{sync.pk} (release {sync.release or 'unknown'}, requested "
-        f"{sync.requested_version or 'newest'}) failed at {sync.finished_at:%Y-%m-%d %H:%M} UTC.\n"
-        "Nothing of that release was imported; the registry is unchanged.\n\n"
-        f"Error: {sync.error}\n\n"
-        f"Archive: {sync.archive_url or 'not found'}\n"
-        f"Operations page: {settings.SITE_URL.rstrip('/')}/admin/operations/\n"
-    )

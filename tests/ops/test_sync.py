@@ -4,8 +4,9 @@ import pytest
 from django.core import mail
 from django.core.management import CommandError, call_command
 
+from attestations.notifications import sync_failure_notify
 from registry.models import BenchmarkRun, SourceImport, SourceSync
-from registry.services.sync import liger_sync, sync_failure_notify
+from registry.services.sync import liger_sync
 from registry.tasks import sync_liger_task
 from tests.ops.conftest import fixture_bytes, release_files
 

@@ -140,6 +140,7 @@ def job_cancel(*, job: RerunJob) -> bool:
 
 
 def send_on_commit(job: RerunJob) -> None:
+    # The project's one idiom for queuing after commit: on_commit(partial(...), robust=True).
     # robust: a broker that is down must not undo the request; jobs_reconcile sends it again.
     transaction.on_commit(partial(job_send, job_id=job.pk, queue=job.queue), robust=True)
 
@@ -155,7 +156,11 @@ def job_send(
     """Send the job's signed message to a GPU model's queue (no state change; the claim decides).
     `message` sends an already signed one on as it is (a worker passing on a job for another
     GPU holds no reason to sign anything); `connection` picks another broker than the
-    configured one."""
+    configured one.
+
+    Sent by name, unlike every other task: the message goes to a queue chosen per job and
+    carries a signature made here, and the task's module (registry.reruns.tasks, the worker side)
+    imports these services, so importing it here would close a circle."""
     from kernelindex.celery import app
 
     if message is None:
