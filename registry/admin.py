@@ -5,6 +5,7 @@ from django.contrib import admin
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
+from registry.cache import generation_bump
 from registry.models import (
     BenchmarkRun,
     Environment,
@@ -22,14 +23,31 @@ from registry.reruns.admin import has_request_rerun_permission, request_rerun
 from registry.services.sync import syncs_stuck
 
 
+class PageCacheAdmin(admin.ModelAdmin):
+    """For records staff may edit here: the admin's save or delete is a change a public page shows,
+    so it bumps the page cache's generation, as a service does (registry/cache.py)."""
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        generation_bump()
+
+    def delete_model(self, request, obj):
+        super().delete_model(request, obj)
+        generation_bump()
+
+    def delete_queryset(self, request, queryset):
+        super().delete_queryset(request, queryset)
+        generation_bump()
+
+
 @admin.register(Source)
-class SourceAdmin(admin.ModelAdmin):
+class SourceAdmin(PageCacheAdmin):
     list_display = ["name", "slug", "license", "url"]
     search_fields = ["name", "slug"]
 
 
 @admin.register(SourceImport)
-class SourceImportAdmin(admin.ModelAdmin):
+class SourceImportAdmin(PageCacheAdmin):
     list_display = [
         "imported_at",
         "source",
@@ -47,7 +65,7 @@ class SourceImportAdmin(admin.ModelAdmin):
 
 
 @admin.register(Kernel)
-class KernelAdmin(admin.ModelAdmin):
+class KernelAdmin(PageCacheAdmin):
     list_display = ["name", "slug"]
     search_fields = ["name", "slug"]
 

@@ -3,10 +3,13 @@
 Rendering a public page is 20–120 times the work of a trivial view (templates, SVG charts, DRF
 serialisation; docs/performance.md), so a visitor without a session gets the stored bytes of the
 same URL instead. Nothing is invalidated key by key: every stored page carries the registry's
-*generation*, one integer in the Django cache that every change visible on a public page bumps
-(`generation_bump`, called by each state-changing service, with signal receivers on every model
-of `registry` and `attestations` as the safety net for admin edits). A bump makes every stored
-page stale at once; each is replaced on its URL's next request, or expires by `PAGE_CACHE_SECONDS`.
+*generation*, one integer in the Django cache that every change visible on a public page bumps.
+One mechanism bumps it: an explicit `generation_bump()` in each state-changing service and in the
+admin's save and delete of the records it lets staff edit (`registry.admin.PageCacheAdmin`), no
+model signals (most services write with `QuerySet.update()`, which sends none). A write made
+outside those (a shell `update()`, raw SQL) calls `generation_bump()` itself. A bump makes every
+stored page stale at once; each is replaced on its URL's next request, or expires by
+`PAGE_CACHE_SECONDS`.
 
 What is stored, after Django's own `UpdateCacheMiddleware` rules: only GET responses with status
 200 (or a redirect where a view asks for it), not streamed, that set no cookie, did not use the
@@ -23,7 +26,6 @@ from functools import wraps
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models.signals import post_delete, post_save
 from django.http import HttpResponse
 from django.utils import timezone
 from django.utils.cache import cc_delim_re, get_conditional_response
@@ -74,20 +76,6 @@ def generation_bump(*, using: str | None = None) -> None:
     _increment()
     if connection.in_atomic_block and not _pending(connection):
         transaction.on_commit(_increment, using=using)
-
-
-def _saved_or_deleted(sender, **kwargs) -> None:
-    generation_bump(using=kwargs.get("using"))
-
-
-def receivers_connect(app_config) -> None:
-    """Bump on every save and delete of the app's models: the safety net for the admin's change
-    forms and any `save()` outside a service. Bulk writes (`update()`, `bulk_create`, COPY) send
-    no signal; the services that make them call `generation_bump` themselves."""
-    for model in app_config.get_models():
-        uid = f"page-cache:{model._meta.label}"
-        post_save.connect(_saved_or_deleted, sender=model, dispatch_uid=uid + ":save")
-        post_delete.connect(_saved_or_deleted, sender=model, dispatch_uid=uid + ":delete")
 
 
 # --- which requests and responses ----------------------------------------------------------------

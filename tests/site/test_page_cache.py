@@ -153,14 +153,15 @@ class TestEveryChangeIsShownOnTheNextRequest:
         assert client.get(api).json()["evidence_level"] == EvidenceLevel.REPRODUCED
         assert b"reproduced" in client.get(run.get_absolute_url()).content
 
-    def test_an_admin_save_of_a_run(self, client, admin_client, registry):
+    def test_an_admin_save_of_a_kernel(self, client, admin_client, registry):
+        # Published runs are read-only in the admin; a kernel's name is not, and its runs show it.
         run = _run()
-        assert b"Checked against fp32." not in client.get(run.get_absolute_url()).content
-        change = reverse("admin:registry_benchmarkrun_change", args=[run.pk])
+        assert b"GeGLU MLP (renamed)" not in client.get(run.get_absolute_url()).content
+        change = reverse("admin:registry_kernel_change", args=[run.kernel_id])
         data = _admin_form_data(admin_client.get(change))
-        data["correctness_note"] = "Checked against fp32."
+        data["name"] = "GeGLU MLP (renamed)"
         assert admin_client.post(change, data).status_code == 302
-        assert b"Checked against fp32." in client.get(run.get_absolute_url()).content
+        assert b"GeGLU MLP (renamed)" in client.get(run.get_absolute_url()).content
 
 
 def _admin_form_data(response) -> dict:
