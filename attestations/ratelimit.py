@@ -13,7 +13,6 @@ from django.conf import settings
 from kernelindex.throttling import counter_incr
 
 PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-DEFAULT_LIMITS = {"user": "10/h", "ip": "30/h"}
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,7 @@ def parse_rate(rate: str) -> tuple[int, int]:
 
 def submission_consume(request) -> Limited | None:
     """Count one submission for the user and the client address; `Limited` if either is over."""
-    limits = getattr(settings, "ATTESTATIONS_SUBMISSION_LIMITS", DEFAULT_LIMITS)
+    limits = settings.ATTESTATIONS_SUBMISSION_LIMITS
     return limit_consume(request, action="submit", limits=limits, what="submissions", verb="file")
 
 

@@ -3,8 +3,7 @@
 Request counts and latency by view come from django-prometheus's middleware. The figures kept in
 the database (runs, imports and syncs, rerun jobs by state and GPU queue, job durations,
 moderation queues) are read at scrape time by `DatabaseCollector`, so every web process reports
-the same numbers whatever it served. A model another app adds later (RerunJob, Attestation,
-IssueReport) is counted once it exists; until then its metric is simply absent.
+the same numbers whatever it served.
 
 Access: a bearer token (METRICS_TOKEN); without one, only a direct loopback request (not one
 forwarded by the reverse proxy) is answered.
@@ -17,7 +16,6 @@ from datetime import timedelta
 import prometheus_client
 from django.apps import apps
 from django.conf import settings
-from django.core.exceptions import FieldDoesNotExist
 from django.db.models import Count
 from django.http import HttpResponse, HttpResponseForbidden
 from django.utils import timezone
@@ -28,7 +26,7 @@ from prometheus_client.utils import floatToGoString
 
 JOB_DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600)
 JOB_DURATION_WINDOW = timedelta(days=1)
-# (queue name, model, filter): a moderation queue's length, where the model exists.
+# (queue name, model, filter): a moderation queue's length.
 MODERATION_QUEUES = (
     ("attestations", "attestations.Attestation", {"state": "pending"}),
     ("issue_reports", "attestations.IssueReport", {"state__in": ["open", "acknowledged"]}),
@@ -123,9 +121,7 @@ class DatabaseCollector:
         return family
 
     def _jobs(self):
-        RerunJob = _model("registry.RerunJob", "state", "gpu_slug")
-        if RerunJob is None:
-            return
+        RerunJob = apps.get_model("registry", "RerunJob")
         jobs = GaugeMetricFamily(
             "kernelindex_jobs", "Rerun and measure jobs by state and GPU queue.", labels=["state", "queue"]
         )
@@ -134,8 +130,7 @@ class DatabaseCollector:
         ):
             jobs.add_metric([state, f"gpu.{gpu}"], n)
         yield jobs
-        if _model("registry.RerunJob", "started_at", "finished_at") is not None:
-            yield self._job_durations(RerunJob)
+        yield self._job_durations(RerunJob)
 
     def _job_durations(self, RerunJob):
         family = HistogramMetricFamily(
@@ -159,23 +154,5 @@ class DatabaseCollector:
             "kernelindex_moderation_queue", "Submissions waiting for a moderator.", labels=["queue"]
         )
         for queue, label, filters in MODERATION_QUEUES:
-            field = next(iter(filters)).split("__")[0]
-            model = _model(label, field)
-            if model is not None:
-                family.add_metric([queue], model.objects.filter(**filters).count())
-        if family.samples:
-            yield family
-
-
-def _model(label: str, *fields: str):
-    """The model if its app is installed and it has these fields; None otherwise."""
-    app_label, name = label.split(".")
-    if not apps.is_installed(app_label):
-        return None
-    try:
-        model = apps.get_model(app_label, name)
-        for field in fields:
-            model._meta.get_field(field)
-    except (LookupError, FieldDoesNotExist):
-        return None
-    return model
+            family.add_metric([queue], apps.get_model(label).objects.filter(**filters).count())
+        yield family

@@ -21,8 +21,7 @@ from registry.models import (
     TimedPass,
     Workload,
 )
-from registry.reruns.services import JobRefused, job_cancel, measure_request, rerun_request
-from registry.reruns.services import CPU_SLUG
+from registry.reruns.services import CPU_SLUG, JobRefused, job_cancel, measure_request, rerun_request
 
 
 def has_request_rerun_permission(request) -> bool:
@@ -41,7 +40,7 @@ def _request_limited(request) -> HttpResponse | None:
     limited = limit_consume(
         request,
         action="jobs",
-        limits=getattr(settings, "RERUN_REQUEST_LIMITS", {"user": "30/h"}),
+        limits=settings.RERUN_REQUEST_LIMITS,
         what="rerun and measure requests",
         verb="make",
     )
