@@ -88,3 +88,150 @@ class TestPlainPyTorchProvidersRunOnTheCpu:
 
         assert result["status"] == "ok", result["error"] + result["log"][-2000:]
         assert len(result["samples"]) >= 20
+
+
+class TestTheLossesRunOnTheCpu:
+    """The fused-linear and chunked losses' plain-PyTorch references, from the bundled data's
+    layout (H and V, not hidden_size and vocab_size), at small sizes."""
+
+    def test_orpo_huggingface_full_pass(self):
+        spec = geglu_spec(
+            kernel="fused_linear_orpo_loss",
+            operation_mode="full",
+            x_name="B",
+            x_value=2,
+            config={"T": 16, "H": 32, "V": 256, "mode": "forward", "dtype": "torch.float32"},
+        )
+
+        result = run_job_spec(spec, timeout_s=120)
+
+        assert result["status"] == "ok", result["error"] + result["log"][-2000:]
+        assert 0 < result["p20"] <= result["median"] <= result["p80"]
+        assert len(result["samples"]) >= 20
+
+    def test_grpo_torch_backward_pass_at_sequence_level(self):
+        spec = geglu_spec(
+            kernel="fused_linear_grpo_loss_sequence",
+            provider="torch",
+            operation_mode="backward",
+            x_name="B",
+            x_value=2,
+            config={
+                "T": 16,
+                "H": 32,
+                "V": 256,
+                "importance_sampling_level": "sequence",
+                "dtype": "torch.float32",
+            },
+        )
+
+        result = run_job_spec(spec, timeout_s=120)
+
+        assert result["status"] == "ok", result["error"] + result["log"][-2000:]
+        assert len(result["samples"]) >= 20
+
+    def test_distillation_jsd_torch_forward_pass(self):
+        spec = geglu_spec(
+            kernel="distill_jsd_loss",
+            provider="torch",
+            x_name="BT",
+            x_value=64,
+            config={
+                "H": 32,
+                "V": 256,
+                "mode": "forward",
+                "dtype": "torch.float32",
+                "bias": False,
+                "weight_hard_loss": 0.5,
+                "weight_soft_loss": 0.5,
+                "ignore_index": -100,
+            },
+        )
+
+        result = run_job_spec(spec, timeout_s=120)
+
+        assert result["status"] == "ok", result["error"] + result["log"][-2000:]
+        assert result["median"] > 0
+
+
+# A stand-in for benchmark_megatron_cross_entropy.py with its per-rank functions' signatures: the
+# real one times with CUDA events and runs a Triton kernel, so it cannot run on a CPU. Each rank
+# holds V/TP ones; the all-reduce of their sums gives V only if every rank took part.
+TP_STAND_IN = """
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def _timed_loop(fn, tp_group, n_iters):
+    dist.barrier(group=tp_group)
+    began = time.perf_counter()
+    for _ in range(n_iters):
+        fn()
+    return (time.perf_counter() - began) * 1000 / n_iters
+
+
+def _bench_speed_one(provider, mode, s, b, v_global, tp_size, tp_group, device):
+    assert dist.get_world_size(tp_group) == tp_size
+    if provider == "broken" and dist.get_rank() == 1:
+        raise RuntimeError("rank 1 breaks")
+    logits = torch.ones(s, b, v_global // tp_size)
+
+    def step():
+        total = logits.sum(dim=-1)
+        dist.all_reduce(total, group=tp_group)
+        assert bool(torch.all(total == v_global)), total
+
+    samples = torch.tensor([_timed_loop(step, tp_group, 5) for _ in range(5)])
+    return tuple(float(samples.quantile(q)) for q in (0.5, 0.2, 0.8))
+"""
+
+
+@pytest.fixture
+def tp_stand_in(tmp_path):
+    scripts = tmp_path / "benchmark" / "scripts"
+    scripts.mkdir(parents=True)
+    (scripts / "benchmark_megatron_cross_entropy.py").write_text(TP_STAND_IN)
+    return tmp_path
+
+
+def tp_plan(tp, **changes):
+    from registry.reruns.harness.spec import plan_for
+
+    spec = {
+        "kernel": "megatron_cross_entropy",
+        "provider": "liger",
+        "operation_mode": "full",
+        "metric": "latency",
+        "x_name": "V",
+        "x_value": 256,
+        "config": {"S": 4, "B": 2, "TP": tp},
+        "device": "cuda",
+    }
+    # The plan as spec.py makes it, on the CPU with gloo (spec.py keeps the liger provider off a CPU).
+    return {**plan_for(spec), "device": "cpu", **changes}
+
+
+class TestTensorParallelRanksOnTheCpu:
+    SAMPLES = {"min_count": 5, "min_ms": 1, "max_ms": 50}
+
+    def test_two_ranks_join_one_gloo_group_and_rank_0_reports(self, tp_stand_in):
+        from registry.reruns.harness.distributed import measure
+
+        result = measure(tp_stand_in, tp_plan(2), samples=self.SAMPLES)
+
+        assert result["status"] == "ok"
+        assert result["unit"] == "ms"
+        assert 0 < result["p20"] <= result["median"] <= result["p80"]
+        measured = result["measured"]
+        assert measured["world_size"] == 2
+        assert [rank["rank"] for rank in measured["ranks"]] == [0, 1]
+        assert len(measured["loop_samples_ms"]) == 5
+        assert len(result["samples"]) >= 5
+
+    def test_a_failing_rank_ends_the_run_and_says_which(self, tp_stand_in):
+        from registry.reruns.harness.distributed import RankFailed, measure
+
+        with pytest.raises(RankFailed, match="rank 1 of 2 failed first: RuntimeError: rank 1 breaks"):
+            measure(tp_stand_in, tp_plan(2, provider="broken"), samples=self.SAMPLES)

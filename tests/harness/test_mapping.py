@@ -1,12 +1,14 @@
 """How much of the bundled data the harness can run: every count here is quoted in the README."""
 
+import json
 from collections import Counter, defaultdict
 
 import pytest
 
-from registry.reruns.harness import gpu_slug, local_gpu_slug
-from registry.reruns.harness.spec import Refused, plan_for
 from registry.importers import liger
+from registry.reruns.harness import gpu_slug, local_gpu_slug
+from registry.reruns.harness.kernels import refusal_reasons
+from registry.reruns.harness.spec import Refused, plan_for
 from registry.services import BUNDLED_LIGER_CSV
 
 TORCH_DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp32": "torch.float32"}
@@ -44,21 +46,43 @@ def outcomes():
 
 
 class TestCoverageOfTheBundledData:
-    def test_24_of_the_35_kernels_are_mapped(self, outcomes):
+    def test_34_of_the_35_kernels_are_mapped(self, outcomes):
         mapped = {kernel for kernel, count in outcomes.items() if count["mapped"]}
 
         assert len(outcomes) == 35
-        assert len(mapped) == 24
+        assert len(mapped) == 34
+        assert set(outcomes) - mapped == {"fused_linear_simpo_loss"}
 
-    def test_17_kernels_are_mapped_for_every_row(self, outcomes):
+    def test_25_kernels_are_mapped_for_every_row(self, outcomes):
         whole = {kernel for kernel, count in outcomes.items() if not count["refused"]}
 
-        assert len(whole) == 17
+        assert len(whole) == 25
         assert {"geglu", "swiglu", "rms_norm", "rope", "fused_moe"} <= whole
 
-    def test_1879_of_the_2448_rows_are_runnable_on_a_gpu(self, outcomes):
-        assert sum(count["mapped"] for count in outcomes.values()) == 1879
+    def test_2145_of_the_2448_rows_are_runnable_on_a_gpu(self, outcomes):
+        assert sum(count["mapped"] for count in outcomes.values()) == 2145
         assert sum(count.total() for count in outcomes.values()) == 2448
+
+    def test_1906_distinct_workloads_are_runnable_on_a_gpu(self):
+        """A workload: kernel, provider, pass, metric, x value and configuration, on any GPU."""
+        mapped, every = set(), set()
+        for spec in bundled_specs():
+            key = (
+                spec["kernel"],
+                spec["provider"],
+                spec["operation_mode"],
+                spec["metric"],
+                spec["x_value"],
+                json.dumps(spec["config"], sort_keys=True),
+            )
+            every.add(key)
+            try:
+                plan_for(spec)
+                mapped.add(key)
+            except Refused:
+                pass
+
+        assert (len(mapped), len(every)) == (1906, 2194)
 
     def test_every_geglu_row_maps_to_setup_geglu(self):
         plans = [plan_for(spec) for spec in bundled_specs() if spec["kernel"] == "geglu"]
@@ -66,6 +90,96 @@ class TestCoverageOfTheBundledData:
         assert len(plans) == 48
         assert {plan["function"] for plan in plans} == {"setup_geglu"}
         assert {plan["x_value"] for plan in plans} == {1024, 2048, 4096, 8192}
+
+
+# The fused-linear and chunked losses and megatron_cross_entropy (issue 12, part 3): rows mapped
+# and refused, by kernel, and the one reason each refused row is given.
+LOSSES = {
+    "fused_linear_cross_entropy": (24, 0),
+    "fused_linear_jsd": (24, 0),
+    "fused_linear_orpo_loss": (48, 0),
+    "fused_linear_cpo_loss": (24, 0),
+    "fused_linear_simpo_loss": (0, 24),
+    "fused_linear_grpo_loss_token": (32, 0),
+    "fused_linear_grpo_loss_sequence": (32, 0),
+    "kto_loss": (10, 20),
+    "distill_jsd_loss": (24, 0),
+    "distill_cosine_loss": (24, 0),
+    "megatron_cross_entropy": (24, 48),
+}
+
+
+class TestTheLossesAndMegatronCrossEntropy:
+    def test_rows_mapped_and_refused_by_kernel(self, outcomes):
+        counts = {kernel: (outcomes[kernel]["mapped"], outcomes[kernel]["refused"]) for kernel in LOSSES}
+
+        assert counts == LOSSES
+
+    def test_every_refused_row_is_given_a_reason_stated_in_the_table(self):
+        stated = refusal_reasons()
+        for spec in bundled_specs():
+            if spec["kernel"] not in LOSSES:
+                continue
+            try:
+                plan_for(spec)
+            except Refused as exc:
+                assert any(reason in str(exc) for reason in stated[spec["kernel"]]), (spec, str(exc))
+
+    def test_what_stays_refused_and_why(self):
+        reasons = {}
+        for spec in bundled_specs():
+            if spec["kernel"] in LOSSES:
+                try:
+                    plan_for(spec)
+                except Refused as exc:
+                    key = (spec["kernel"], spec["provider"], spec["metric"], spec["operation_mode"])
+                    reasons[key] = str(exc)
+
+        simpo = {key: why for key, why in reasons.items() if key[0] == "fused_linear_simpo_loss"}
+        assert {key[1] for key in simpo} == {"liger", "huggingface"}
+        assert all("compute_nll_loss" in why and "loss_type 'sigmoid'" in why for why in simpo.values())
+        kto = {key: why for key, why in reasons.items() if key[0] == "kto_loss"}
+        assert {key[2] for key in kto} == {"latency"}
+        assert all("use_ref_bias" in why for why in kto.values())
+        megatron = {key for key in reasons if key[0] == "megatron_cross_entropy"}
+        assert {key[1] for key in megatron} == {"megatron-fused", "megatron-unfused"}
+        assert all("megatron-core" in reasons[key] for key in megatron)
+
+    def test_old_h_and_v_become_hidden_size_and_vocab_size(self):
+        plans = [plan_for(spec) for spec in bundled_specs() if spec["kernel"] == "fused_linear_orpo_loss"]
+
+        assert {(p["script"], p["function"]) for p in plans} == {("benchmark_orpo_loss", "setup_orpo_loss")}
+        assert {(p["config"]["T"], p["config"]["hidden_size"], p["config"]["vocab_size"]) for p in plans} == {
+            (1024, 4096, 128256),
+            (4096, 4096, 128256),
+        }
+        assert {p["x_value"] for p in plans} == {2, 4, 8, 16}
+
+    def test_grpo_rows_map_by_their_importance_sampling_level(self):
+        for level in ("token", "sequence"):
+            plans = [
+                plan_for(spec)
+                for spec in bundled_specs()
+                if spec["kernel"] == f"fused_linear_grpo_loss_{level}"
+            ]
+            assert {p["config"]["importance_sampling_level"] for p in plans} == {level}
+            assert {p["operation_mode"] for p in plans} == {"forward", "backward", "full"}
+
+    def test_megatron_cross_entropy_rows_run_on_one_rank_through_the_distributed_entry(self):
+        plans = [
+            plan_for(spec)
+            for spec in bundled_specs()
+            if spec["kernel"] == "megatron_cross_entropy" and spec["provider"] == "liger"
+        ]
+
+        assert len(plans) == 24
+        assert {p["entry"] for p in plans} == {"distributed"}
+        assert {p["world_size"] for p in plans} == {1}
+        assert {p["function"] for p in plans} == {"_bench_speed_one", "_bench_memory_one"}
+        assert {p["x_value"] for p in plans} == {2**i for i in range(12, 18)}
+
+    def test_every_other_plan_runs_on_one_process(self):
+        assert {plan_for(spec)["world_size"] for spec in bundled_specs() if spec["kernel"] == "geglu"} == {1}
 
 
 class TestGpuSlugs:

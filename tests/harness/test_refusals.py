@@ -3,6 +3,7 @@
 import pytest
 
 from registry.reruns.harness import run_job_spec
+from registry.reruns.harness.spec import plan_for
 from tests.harness.conftest import geglu_spec
 
 
@@ -14,14 +15,84 @@ def refusal(spec):
     return result["error"]
 
 
+def megatron_spec(**changes):
+    spec = {
+        "kernel": "megatron_cross_entropy",
+        "provider": "liger",
+        "operation_mode": "full",
+        "metric": "latency",
+        "x_name": "V",
+        "x_value": 4096,
+        "config": {"S": 2048, "B": 4, "TP": 1},
+        "device": "cuda",
+    }
+    return {**spec, **changes}
+
+
+def kto_spec(**changes):
+    config = {"T": 512, "H": 1024, "V": 128256, "mode": "forward", "dtype": "torch.bfloat16", "bias": True}
+    spec = {
+        "kernel": "kto_loss",
+        "provider": "liger",
+        "operation_mode": "full",
+        "metric": "latency",
+        "x_name": "B",
+        "x_value": 2,
+        "config": {**config, "beta": 0.1, "ignore_index": 42},
+        "device": "cuda",
+    }
+    return {**spec, **changes}
+
+
 class TestUnmappedKernelsAreRefused:
     def test_a_kernel_without_a_mapping_is_refused(self):
-        assert "'fused_linear_orpo_loss' is not mapped" in refusal(
-            geglu_spec(kernel="fused_linear_orpo_loss")
+        assert "'fused_linear_simpo_loss' is not mapped" in refusal(
+            geglu_spec(kernel="fused_linear_simpo_loss")
         )
 
-    def test_megatron_cross_entropy_says_why(self):
-        assert "torch.distributed" in refusal(geglu_spec(kernel="megatron_cross_entropy"))
+    def test_a_kernel_nobody_mapped_is_refused(self):
+        assert "no mapping" in refusal(geglu_spec(kernel="flash_attention"))
+
+    def test_simpo_says_why_for_each_provider(self):
+        why = refusal(geglu_spec(kernel="fused_linear_simpo_loss", provider="liger"))
+        assert "compute_nll_loss=True" in why
+        assert "loss_type 'sigmoid'" in why
+
+    def test_kto_speed_says_why_and_its_memory_maps(self):
+        spec = kto_spec(metric="latency")
+        assert "use_ref_bias" in refusal(spec)
+        assert plan_for(kto_spec(metric="memory"))["function"] == "setup_kto_loss"
+
+    @pytest.mark.parametrize("provider", ["megatron-fused", "megatron-unfused"])
+    def test_megatron_cross_entropy_without_megatron_core_says_why(self, provider):
+        assert "megatron-core" in refusal(megatron_spec(provider=provider))
+
+    @pytest.mark.parametrize("mode", ["forward", "backward"])
+    def test_megatron_cross_entropy_memory_is_of_a_full_pass_only(self, mode):
+        assert "full forward and backward" in refusal(megatron_spec(metric="memory", operation_mode=mode))
+
+    @pytest.mark.parametrize(
+        "tp, x_value, why",
+        [
+            (3, 4096, "split evenly"),
+            (16, 4096, "from 1 to 8"),
+            (0, 4096, "from 1 to 8"),
+            (1.5, 4096, "whole"),
+        ],
+    )
+    def test_megatron_cross_entropy_ranks_must_split_the_vocabulary(self, tp, x_value, why):
+        spec = megatron_spec(x_value=x_value)
+        spec["config"]["TP"] = tp
+        assert why in refusal(spec)
+
+    def test_megatron_cross_entropy_on_two_ranks_is_a_two_process_plan(self):
+        spec = megatron_spec(x_value=131072)
+        spec["config"]["TP"] = 2
+        plan = plan_for(spec)
+        assert (plan["entry"], plan["world_size"], plan["function"]) == ("distributed", 2, "_bench_speed_one")
+
+    def test_megatron_cross_entropy_needs_a_gpu(self):
+        assert "needs a CUDA GPU" in refusal(megatron_spec(device="cpu"))
 
     def test_a_provider_the_script_does_not_offer_is_refused(self):
         assert "provider 'megatron'" in refusal(geglu_spec(provider="megatron"))

@@ -25,6 +25,24 @@ Adapter = Callable[[str, float, dict], tuple[float, dict]]
 
 
 @dataclass(frozen=True)
+class Refusal:
+    """Workloads of a mapped kernel that 0.8.5's script cannot run as the source ran them; an empty
+    field matches every value. The reason is shown to users as it is written here."""
+
+    reason: str
+    providers: tuple[str, ...] = ()
+    metrics: tuple[str, ...] = ()  # "latency", "memory"
+    operation_modes: tuple[str, ...] = ()
+
+    def matches(self, provider: str, metric: str, operation_mode: str) -> bool:
+        return (
+            (not self.providers or provider in self.providers)
+            and (not self.metrics or metric in self.metrics)
+            and (not self.operation_modes or operation_mode in self.operation_modes)
+        )
+
+
+@dataclass(frozen=True)
 class KernelMap:
     script: str  # module in benchmark/scripts
     providers: frozenset[str]
@@ -34,9 +52,15 @@ class KernelMap:
     bench_memory: str = ""
     adapt: Adapter | None = None
     requires_values: dict = field(default_factory=dict)  # config key -> the value it must have
+    refusals: tuple[Refusal, ...] = ()
+    # Tensor-parallel scripts: the config key holding the number of ranks. Such a kernel runs
+    # through registry/reruns/harness/distributed.py (entry "distributed"), not SingleBenchmarkRunInput.
+    world_size_key: str = ""
 
     @property
     def entry(self) -> str:
+        if self.world_size_key:
+            return "distributed"
         return "setup" if self.setup else "bench"
 
 
@@ -110,6 +134,31 @@ def _group_norm(x_name, x, config):
 
 def _swiglu(x_name, x, config):
     return x, _renamed(config, B="bsz")
+
+
+def _lm_head(x_name, x, config):
+    """The fused-linear and chunked losses: old scripts read the hidden size and vocabulary as `H`
+    and `V`; 0.8.5's setup functions read `hidden_size` and `vocab_size`. x (BT tokens, or B
+    sequences of the config's T tokens) means the same in both. Same tensors: input (BT, H) or
+    (B, T, H), head weight (V, H), targets (BT,) or (B, T)."""
+    return x, _renamed(config, H="hidden_size", V="vocab_size")
+
+
+MAX_WORLD_SIZE = 8
+
+
+def _tensor_parallel(x_name, x, config):
+    """megatron_cross_entropy: x is the global vocabulary V, split over TP ranks (V/TP logits a
+    rank: `_make_inputs(S, B, V // TP, V)`). V must split evenly, or the ranks' logits would not
+    cover the vocabulary the row names."""
+    tp = config.get("TP")
+    if isinstance(tp, bool) or not isinstance(tp, int) or not 1 <= tp <= MAX_WORLD_SIZE:
+        raise Unmappable(
+            f"TP (the number of tensor-parallel ranks) must be a whole number from 1 to {MAX_WORLD_SIZE}, not {tp!r}"
+        )
+    if x_name == "V" and (not float(x).is_integer() or int(x) % tp):
+        raise Unmappable(f"the vocabulary V = {x} does not split evenly over TP = {tp} ranks")
+    return x, config
 
 
 KERNELS: dict[str, KernelMap] = {
@@ -284,10 +333,145 @@ KERNELS: dict[str, KernelMap] = {
         requires=("bsz", "hidden_size", "intermediate_size", "hidden_act", "activation_type", "dtype"),
         requires_values={"activation_type": "swiglu"},
     ),
+    "fused_linear_cross_entropy": KernelMap(
+        # Bundled provider "huggingface" is the script's TorchLMHeadCE (nn.Linear + nn.CrossEntropyLoss),
+        # named "torch" since; 0.8.5's setup builds TorchLMHeadCE for every provider but the liger ones.
+        script="benchmark_fused_linear_cross_entropy",
+        setup="setup_fused_linear_cross_entropy",
+        providers=frozenset({"liger", "huggingface", "torch"}),
+        requires=("hidden_size", "vocab_size", "dtype"),
+        adapt=_lm_head,
+    ),
+    "fused_linear_jsd": KernelMap(
+        script="benchmark_fused_linear_jsd",
+        setup="setup_fused_linear_jsd",
+        providers=frozenset({"liger", "torch"}),
+        requires=("hidden_size", "vocab_size", "dtype"),
+        adapt=_lm_head,
+    ),
+    "fused_linear_orpo_loss": KernelMap(
+        # 0.8.5 adds an `nll_target` of the targets' shape (B, T) for the NLL term, which the
+        # bundled rows computed against the targets themselves: same shapes, same work.
+        script="benchmark_orpo_loss",
+        setup="setup_orpo_loss",
+        providers=frozenset({"liger", "huggingface"}),
+        requires=("T", "hidden_size", "vocab_size", "dtype"),
+        adapt=_lm_head,
+    ),
+    "fused_linear_cpo_loss": KernelMap(
+        script="benchmark_cpo_loss",
+        setup="setup_cpo_loss",
+        providers=frozenset({"liger", "huggingface"}),
+        requires=("T", "hidden_size", "vocab_size", "dtype"),
+        adapt=_lm_head,
+    ),
+    "fused_linear_grpo_loss_token": KernelMap(
+        script="benchmark_grpo_loss",
+        setup="setup_grpo_loss",
+        providers=frozenset({"liger", "torch"}),
+        requires=("T", "hidden_size", "vocab_size", "dtype", "importance_sampling_level"),
+        requires_values={"importance_sampling_level": "token"},
+        adapt=_lm_head,
+    ),
+    "fused_linear_grpo_loss_sequence": KernelMap(
+        script="benchmark_grpo_loss",
+        setup="setup_grpo_loss",
+        providers=frozenset({"liger", "torch"}),
+        requires=("T", "hidden_size", "vocab_size", "dtype", "importance_sampling_level"),
+        requires_values={"importance_sampling_level": "sequence"},
+        adapt=_lm_head,
+    ),
+    "kto_loss": KernelMap(
+        script="benchmark_kto_loss",
+        setup="setup_kto_loss",
+        providers=frozenset({"liger", "huggingface"}),
+        requires=("T", "hidden_size", "vocab_size", "dtype", "bias", "beta", "ignore_index"),
+        adapt=_lm_head,
+        refusals=(
+            Refusal(
+                metrics=("latency",),
+                reason="the source timed it with its old bench_speed_kto_loss, which built the "
+                "reference model's head without a bias (use_bias=bias, use_ref_bias left False), "
+                "while 0.8.5's setup_kto_loss gives the reference head a bias of V values too "
+                "(use_ref_bias=bias); the old speed workload cannot be rebuilt with 0.8.5's "
+                "script. Its memory rows built both heads with the bias, as 0.8.5 does, and are mapped",
+            ),
+        ),
+    ),
+    "distill_jsd_loss": KernelMap(
+        script="benchmark_distill_jsd_loss",
+        setup="setup_distill_jsd_loss",
+        providers=frozenset({"liger", "torch"}),
+        requires=(
+            "hidden_size",
+            "vocab_size",
+            "dtype",
+            "bias",
+            "weight_hard_loss",
+            "weight_soft_loss",
+            "ignore_index",
+        ),
+        adapt=_lm_head,
+    ),
+    "distill_cosine_loss": KernelMap(
+        script="benchmark_distill_cosine_loss",
+        setup="setup_distill_cosine_loss",
+        providers=frozenset({"liger", "torch"}),
+        requires=(
+            "hidden_size",
+            "vocab_size",
+            "dtype",
+            "bias",
+            "weight_hard_loss",
+            "weight_soft_loss",
+            "ignore_index",
+        ),
+        adapt=_lm_head,
+    ),
+    "megatron_cross_entropy": KernelMap(
+        # No setup or bench function of one input: main() spawns TP ranks, each of which calls
+        # these per-rank functions inside a process group; distributed.py does the same.
+        script="benchmark_megatron_cross_entropy",
+        bench_speed="_bench_speed_one",
+        bench_memory="_bench_memory_one",
+        providers=frozenset({"liger"}),
+        requires=("S", "B", "TP"),
+        adapt=_tensor_parallel,
+        world_size_key="TP",
+        refusals=(
+            Refusal(
+                providers=("megatron-fused", "megatron-unfused"),
+                reason="Megatron-LM's own cross-entropy (fused_vocab_parallel_cross_entropy, "
+                "vocab_parallel_cross_entropy) comes from megatron-core, which the worker does not "
+                "install; without it the 0.8.5 script offers only the liger provider",
+            ),
+            Refusal(
+                metrics=("memory",),
+                operation_modes=("forward", "backward"),
+                reason="the script's _bench_memory_one measures one full forward and backward "
+                "pass only; it has no peak memory of a forward or backward pass alone",
+            ),
+        ),
+    ),
 }
 
 # Kernels of the bundled data with no mapping, and why (shown in refusals).
 UNMAPPED = {
-    "megatron_cross_entropy": "its script runs a torch.distributed worker per rank and has no "
-    "setup or bench function to call",
+    "fused_linear_simpo_loss": "liger-kernel 0.8.5's setup_simpo_loss cannot rebuild either of its "
+    "bundled workloads. Provider huggingface: 0.8.5 builds TorchLMHeadCPO with its default "
+    "loss_type 'sigmoid', the CPO reference loss, where the bundled rows timed the SimPO reference "
+    "(HFCPOLoss with loss_type 'simpo'). Provider liger: 0.8.5's LigerFusedLinearSimPOLoss "
+    "defaults to compute_nll_loss=True and adds the NLL term of the chosen half, where the "
+    "bundled rows called LigerFusedLinearSimPOFunction with its then default compute_nll_loss=False; "
+    "the setup function takes neither setting from the workload",
 }
+
+
+def refusal_reasons() -> dict[str, list[str]]:
+    """Every reason the harness refuses a bundled kernel, or a part of one, by kernel: the one
+    list for the run page and the README."""
+    reasons = {kernel: [reason] for kernel, reason in UNMAPPED.items()}
+    for kernel, mapping in KERNELS.items():
+        for refusal in mapping.refusals:
+            reasons.setdefault(kernel, []).append(refusal.reason)
+    return reasons

@@ -7,8 +7,8 @@ value is checked for type and range, and the plan carries only plain data.
 import math
 import re
 
-from registry.reruns.harness.kernels import CPU_PROVIDERS, KERNELS, UNMAPPED, Unmappable
 from registry.importers import catalog
+from registry.reruns.harness.kernels import CPU_PROVIDERS, KERNELS, UNMAPPED, Unmappable
 
 MODES = ("forward", "backward", "full")
 METRICS = ("latency", "memory")
@@ -39,6 +39,9 @@ def plan_for(spec) -> dict:
     x_name = _name(spec, "x_name")
     x_value = _size(spec.get("x_value"), "x_value")
     config = _config(spec.get("config"))
+    for refusal in mapping.refusals:
+        if refusal.matches(provider, metric, mode):
+            raise Refused(f"{kernel}: {refusal.reason}")
     if provider not in mapping.providers:
         raise Refused(
             f"provider {provider!r} is not one that {mapping.script}.py offers for {kernel} "
@@ -61,6 +64,8 @@ def plan_for(spec) -> dict:
         "script": mapping.script,
         "entry": mapping.entry,
         "function": _function(mapping, metric),
+        # Processes the workload runs on: 1, or a tensor-parallel kernel's ranks (one GPU each).
+        "world_size": config[mapping.world_size_key] if mapping.world_size_key else 1,
     }
 
 

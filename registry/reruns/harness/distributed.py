@@ -1,0 +1,320 @@
+"""Tensor-parallel workloads (megatron_cross_entropy) through liger-kernel's own per-rank functions,
+on `world_size` processes joined by torch.distributed. Needs torch and nothing of KernelIndex or Django.
+
+benchmark_megatron_cross_entropy.py has no setup_<kernel> and no bench function of one
+SingleBenchmarkRunInput: its main() spawns `--tp-size` ranks with mp.spawn, and each rank's `_worker`
+sweeps every vocabulary size and provider and writes the CSV. What one row of it measured is one call
+of the per-rank functions, inside a process group of TP ranks:
+
+    _bench_speed_one(provider, mode, S, B, V, TP, tp_group, device)  -> (ms_50, ms_20, ms_80)
+    _bench_memory_one(provider, S, B, V, TP, tp_group, device)       -> (mb_50, mb_20, mb_80)
+
+This module runs exactly that for one plan, as `_worker` does: a file:// rendezvous, NCCL (gloo on a
+CPU), one GPU a rank (cuda:<rank>), and `tp_group = dist.group.WORLD` even for one rank (the
+cross-entropy asks the group for its rank and size). The figures are rank 0's, as upstream records.
+
+- world_size 1: in the calling process (the harness child: the runner's hook calls `run`).
+- world_size > 1: `world_size` processes of this file (`python -P -u distributed.py`), one a rank,
+  started by the calling process, which waits for all of them; a rank that fails ends the others
+  (they would wait in a collective for ever). They are in the caller's process group, so a harness
+  child killed at its time limit takes them with it, and each dies with its parent.
+
+NVLink multicast stays off in every rank (NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1,
+NVSHMEM_DISABLE_NVLS=1): on shared multi-GPU hosts a program that uses it can take the GPUs down.
+
+Samples. Upstream times 5 loops of 50 calls (`_timed_loop`) and takes quantiles of the 5 loop means:
+those means are kept as `loop_samples_ms`. After upstream's call, the step it timed is timed again
+one call a sample (CUDA events; wall clock on a CPU) for a count all ranks agree on (an all-reduce
+of the minimum), so that every rank runs the same collectives: those are the raw `samples`. Memory:
+the peaks upstream read through torch.cuda.max_memory_allocated, one a run, as the runner records them.
+"""
+
+import importlib
+import importlib.util
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+MULTICAST_OFF = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
+DEFAULT_SAMPLES = {"min_count": 30, "min_ms": 500, "max_ms": 3000}
+POLL_S = 0.05
+FAILURE_GRACE_S = 2.0  # how long the other ranks get to exit after one failed
+
+
+class RankFailed(RuntimeError):
+    pass
+
+
+def run(state: dict, plan: dict) -> dict:
+    """The runner's hook for a plan whose entry is "distributed": the runner's state (torch, the
+    upstream `utils` module, the recorder's sample settings, the environment) and the plan."""
+    root = Path(state["utils"].__file__).resolve().parents[2]
+    recorder = state.get("recorder")
+    samples = getattr(recorder, "samples", None) or DEFAULT_SAMPLES
+    result = measure(root, plan, samples=samples)
+    result["environment"] = {**state.get("environment", {}), "world_size": plan["world_size"]}
+    return result
+
+
+def measure(root, plan: dict, *, samples: dict = DEFAULT_SAMPLES, spawn: bool | None = None) -> dict:
+    """Run one plan on plan["world_size"] ranks; the runner's answer for it. `spawn` (default: only
+    for more than one rank) starts the ranks as processes of this file."""
+    root, world_size = Path(root), int(plan["world_size"])
+    spawn = world_size > 1 if spawn is None else spawn
+    os.environ.update(MULTICAST_OFF)
+    with tempfile.TemporaryDirectory(prefix="kernelindex-tp-") as tmp:
+        rendezvous = str(Path(tmp) / "rendezvous")
+        if spawn:
+            ranks = _spawn(root, plan, samples, Path(tmp))
+        else:
+            _paths(root)
+            ranks = [rank_run(0, 1, rendezvous, plan, samples)]
+    first = ranks[0]
+    measured = {
+        "calls": 1,
+        "world_size": world_size,
+        "samples": first["samples"],
+        "ranks": [{k: r[k] for k in ("rank", "median", "p20", "p80", "device")} for r in ranks],
+    }
+    if plan["metric"] == "latency":
+        measured.update(
+            loop_samples_ms=first["loop_samples_ms"], calls_per_loop_sample=first["calls_per_loop"]
+        )
+    return {
+        "status": "ok",
+        "median": first["median"],
+        "p20": first["p20"],
+        "p80": first["p80"],
+        "unit": "ms" if plan["metric"] == "latency" else "MB",
+        "samples": first["samples"],
+        "measured": measured,
+        "error": "",
+    }
+
+
+def rank_run(rank: int, world_size: int, rendezvous: str, plan: dict, settings: dict) -> dict:
+    """One rank: join the group, call the upstream per-rank function, leave the group."""
+    import torch
+    import torch.distributed as dist
+
+    os.environ.update(MULTICAST_OFF)
+    cuda = plan["device"] == "cuda"
+    if cuda:
+        torch.cuda.set_device(rank)
+    dist.init_process_group(
+        backend="nccl" if cuda else "gloo",
+        init_method=f"file://{rendezvous}",
+        rank=rank,
+        world_size=world_size,
+    )
+    try:
+        module = importlib.import_module(plan["script"])
+        group = dist.group.WORLD
+        device = torch.device(f"cuda:{rank}") if cuda else torch.device("cpu")
+        config = plan["config"]
+        s, b, v = config["S"], config["B"], plan["x_value"]
+        if plan["metric"] == "latency":
+            loops, steps = [], []
+            real_loop = module._timed_loop
+
+            def timed_loop(fn, tp_group, n_iters):
+                per_call_ms = real_loop(fn, tp_group, n_iters)
+                loops.append(float(per_call_ms))
+                steps.append((fn, n_iters))
+                return per_call_ms
+
+            module._timed_loop = timed_loop
+            try:
+                figures = getattr(module, plan["function"])(
+                    plan["provider"], plan["operation_mode"], s, b, v, world_size, group, device
+                )
+            finally:
+                module._timed_loop = real_loop
+            samples = _per_call(torch, dist, group, device, steps[-1][0], statistics.median(loops), settings)
+            extra = {"loop_samples_ms": loops, "calls_per_loop": steps[-1][1]}
+        else:
+            peaks, real_peak = [], torch.cuda.max_memory_allocated
+
+            def peak(*args, **kwargs):
+                value = real_peak(*args, **kwargs)
+                peaks.append(value / 2**20)
+                return value
+
+            torch.cuda.max_memory_allocated = peak
+            try:
+                figures = getattr(module, plan["function"])(
+                    plan["provider"], s, b, v, world_size, group, device
+                )
+            finally:
+                torch.cuda.max_memory_allocated = real_peak
+            samples, extra = peaks, {}
+        median, p20, p80 = (float(f) for f in figures)
+        return {
+            "rank": rank,
+            "median": median,
+            "p20": p20,
+            "p80": p80,
+            "samples": [float(x) for x in samples],
+            "device": str(device),
+            **extra,
+        }
+    finally:
+        dist.destroy_process_group()
+
+
+def _per_call(torch, dist, group, device, step, per_call_ms, settings) -> list[float]:
+    """Time `step` one call a sample. The count comes from the sample settings and upstream's own
+    per-call time, and is the least over the ranks, so that all of them run the same collectives."""
+    per_call_ms = max(per_call_ms, 1e-3)
+    count = max(
+        settings["min_count"],
+        min(math.ceil(settings["min_ms"] / per_call_ms), math.floor(settings["max_ms"] / per_call_ms)),
+    )
+    agreed = torch.tensor([count], dtype=torch.int64, device=device)
+    dist.all_reduce(agreed, op=dist.ReduceOp.MIN, group=group)
+    count = int(agreed.item())
+    dist.barrier(group=group)
+    if device.type != "cuda":
+        samples = []
+        for _ in range(count):
+            began = time.perf_counter()
+            step()
+            samples.append((time.perf_counter() - began) * 1000)
+        return samples
+    events = [
+        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)
+    ]
+    torch.cuda.synchronize()
+    for start, end in events:
+        start.record()
+        step()
+        end.record()
+    torch.cuda.synchronize()
+    return [start.elapsed_time(end) for start, end in events]
+
+
+def _spawn(root: Path, plan: dict, settings: dict, tmp: Path) -> list[dict]:
+    world_size = int(plan["world_size"])
+    if plan["device"] == "cuda":
+        import torch
+
+        if torch.cuda.device_count() < world_size:
+            raise RankFailed(
+                f"{plan['kernel']} with TP = {world_size} needs {world_size} GPUs, one a rank; "
+                f"this worker sees {torch.cuda.device_count()}"
+            )
+    env = {**os.environ, **MULTICAST_OFF, "PYTHONUNBUFFERED": "1"}
+    env.pop("KERNELINDEX_HARNESS_RESULT_FD", None)
+    processes = []
+    try:
+        for rank in range(world_size):
+            request = {
+                "root": str(root),
+                "rank": rank,
+                "world_size": world_size,
+                "rendezvous": str(tmp / "rendezvous"),
+                "plan": plan,
+                "samples": settings,
+                "result": str(tmp / f"rank-{rank}.json"),
+            }
+            process = subprocess.Popen(
+                [sys.executable, "-P", "-u", str(Path(__file__).resolve())],
+                stdin=subprocess.PIPE,
+                env=env,
+                cwd=str(tmp),
+            )
+            process.stdin.write(json.dumps(request).encode())
+            process.stdin.close()
+            processes.append(process)
+        while True:
+            codes = [process.poll() for process in processes]
+            if any(code not in (None, 0) for code in codes):
+                raise RankFailed(_first_failure(processes, tmp))
+            if all(code == 0 for code in codes):
+                break
+            time.sleep(POLL_S)
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+    return [json.loads((tmp / f"rank-{rank}.json").read_text()) for rank in range(world_size)]
+
+
+def _first_failure(processes, tmp: Path) -> str:
+    """Which rank failed first and how: the others then fail too, on a broken collective."""
+    deadline = time.monotonic() + FAILURE_GRACE_S
+    while time.monotonic() < deadline and any(process.poll() is None for process in processes):
+        time.sleep(POLL_S)
+    errors = []
+    for rank, process in enumerate(processes):
+        path = tmp / f"rank-{rank}.error"
+        if path.is_file():
+            error = json.loads(path.read_text())
+            errors.append((error["at"], rank, error["error"]))
+        elif process.poll() not in (None, 0):
+            errors.append((math.inf, rank, f"exited with status {process.poll()}"))
+    at, rank, error = min(errors)
+    return f"rank {rank} of {len(processes)} failed first: {error}"
+
+
+def _paths(root: Path) -> None:
+    """As the runner's start(): the scripts first, then liger-kernel's src, then the sdist root."""
+    for path in (root, root / "src", root / "benchmark" / "scripts"):
+        if str(path) not in sys.path:
+            sys.path.insert(0, str(path))
+
+
+def _load_sibling(name):
+    spec = importlib.util.spec_from_file_location(f"kernelindex_{name}", HERE / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _die_with_parent():
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def main() -> None:
+    """One rank process: a JSON request on stdin, its figures written to request["result"]."""
+    _die_with_parent()
+    request = json.loads(sys.stdin.read())
+    _paths(Path(request["root"]))
+    if request["plan"]["device"] == "cpu" and importlib.util.find_spec("triton") is None:
+        _load_sibling("cpu_triton").install()
+    try:
+        figures = rank_run(
+            request["rank"], request["world_size"], request["rendezvous"], request["plan"], request["samples"]
+        )
+    except BaseException as exc:  # noqa: BLE001 - the traceback goes to the job's log, the error to the parent
+        traceback.print_exc()
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        error = {"at": time.time(), "error": f"{type(exc).__name__}: {message}"[:1000]}
+        Path(request["result"]).with_suffix(".error").write_text(json.dumps(error))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+    Path(request["result"]).write_text(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
