@@ -38,6 +38,11 @@ def _action_of(request) -> str:
 def _longest_window(action: str) -> int:
     """The login view is limited as "login" and "login_failed": both count."""
     limits = account_settings.RATE_LIMITS
-    rates = [rate for key, value in limits.items() if action and key.startswith(action) for rate in parse_rates(value)]
+    rates = [
+        rate
+        for key, value in limits.items()
+        if action and key.startswith(action)
+        for rate in parse_rates(value)
+    ]
     rates = rates or [rate for value in limits.values() for rate in parse_rates(value)]
     return int(max((rate.duration for rate in rates), default=60))

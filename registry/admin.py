@@ -23,6 +23,23 @@ from registry.reruns.admin import has_request_rerun_permission, request_rerun
 from registry.services.sync import syncs_stuck
 
 
+class PublishedRecordAdmin(admin.ModelAdmin):
+    """Read-only for everyone, superusers included. A run's measurements, workload, protocol and
+    environment are what its digest and manifest certify, its rank follows from them, and
+    withdrawal and supersession are the importer's: an edit here would show a figure the digest
+    does not cover. Corrections are new runs (the importer, or a controlled run); the evidence
+    level is the rerun pipeline's alone."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 class PageCacheAdmin(admin.ModelAdmin):
     """For records staff may edit here: the admin's save or delete is a change a public page shows,
     so it bumps the page cache's generation, as a service does (registry/cache.py)."""
@@ -71,7 +88,7 @@ class KernelAdmin(PageCacheAdmin):
 
 
 @admin.register(Implementation)
-class ImplementationAdmin(admin.ModelAdmin):
+class ImplementationAdmin(PublishedRecordAdmin):
     list_display = ["provider", "kernel", "project", "revision"]
     list_filter = ["project", "provider", "kernel"]
     search_fields = ["provider", "project", "digest"]
@@ -79,7 +96,7 @@ class ImplementationAdmin(admin.ModelAdmin):
 
 
 @admin.register(Workload)
-class WorkloadAdmin(admin.ModelAdmin):
+class WorkloadAdmin(PublishedRecordAdmin):
     list_display = ["kernel", "summary", "dtype", "x_name"]
     list_filter = ["kernel", "dtype", "x_name"]
     search_fields = ["summary", "slug", "digest"]
@@ -87,21 +104,21 @@ class WorkloadAdmin(admin.ModelAdmin):
 
 
 @admin.register(Protocol)
-class ProtocolAdmin(admin.ModelAdmin):
+class ProtocolAdmin(PublishedRecordAdmin):
     list_display = ["name", "timer", "statistic", "comparability_family"]
     list_filter = ["comparability_family", "timer"]
     search_fields = ["name", "digest"]
 
 
 @admin.register(Environment)
-class EnvironmentAdmin(admin.ModelAdmin):
+class EnvironmentAdmin(PublishedRecordAdmin):
     list_display = ["product", "slug", "vendor", "form_factor", "architecture"]
     list_filter = ["vendor", "architecture", "form_factor"]
     search_fields = ["product", "slug", "digest"]
 
 
 @admin.register(BenchmarkRun)
-class BenchmarkRunAdmin(admin.ModelAdmin):
+class BenchmarkRunAdmin(PublishedRecordAdmin):
     list_display = [
         "external_id",
         "implementation",
@@ -135,18 +152,6 @@ class BenchmarkRunAdmin(admin.ModelAdmin):
         "environment",
         "kernel",
     ]
-    # The evidence level is set by the rerun pipeline alone; moderators never edit it.
-    readonly_fields = [
-        "evidence_level",
-        "digest",
-        "comparison_key",
-        "rank",
-        "group_size",
-        "manifest",
-        "external_id",
-        "upstream_key",
-    ]
-
     def has_request_rerun_permission(self, request):
         return has_request_rerun_permission(request)
 

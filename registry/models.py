@@ -241,6 +241,26 @@ class BenchmarkRun(models.Model):
                 name="run_kernel_current_panels",
             ),
         ]
+        # A published record's measurements never change (corrections are new runs, from the
+        # importer or a controlled run); what the database can check about them, it does.
+        # `manage.py verify_registry` checks the rest: digests, manifests and ranks.
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(p20__gte=0, median__gte=0, p80__gte=0), name="run_measurements_nonnegative"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(p20__lte=models.F("median"), median__lte=models.F("p80")),
+                name="run_quantiles_ordered",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(rank__isnull=True, group_size__isnull=True)
+                | models.Q(rank__gte=1, rank__lte=models.F("group_size")),
+                name="run_rank_within_group",
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(superseded_by=models.F("pk")), name="run_not_superseded_by_itself"
+            ),
+        ]
 
     def __str__(self):
         return self.external_id

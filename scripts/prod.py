@@ -94,7 +94,11 @@ def operator_env_write(env: dict) -> Path:
     lines = [f"{name}={shlex.quote(env[name])}" for name in OPERATOR_VARIABLES if env.get(name)]
     path.touch(mode=0o600)
     path.chmod(0o600)
-    path.write_text("# Written by scripts/prod.py up. Load it with: set -a; . THIS_FILE; set +a\n" + "\n".join(lines) + "\n")
+    path.write_text(
+        "# Written by scripts/prod.py up. Load it with: set -a; . THIS_FILE; set +a\n"
+        + "\n".join(lines)
+        + "\n"
+    )
     return path
 
 

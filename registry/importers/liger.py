@@ -273,6 +273,13 @@ def _parse_row(line: int, raw: dict, variant: str, specs: dict | None = None) ->
             column="metric_unit",
         )
     y50, y20, y80 = (_number(raw[c], line, c) for c in ("y_value_50", "y_value_20", "y_value_80"))
+    if not y20 <= y50 <= y80:  # the database refuses such a run too (run_quantiles_ordered)
+        raise LigerFormatError(
+            f"quantiles out of order: y_value_20 {y20:g}, y_value_50 {y50:g}, y_value_80 {y80:g} "
+            "(p20 <= median <= p80)",
+            line=line,
+            column="y_value_50",
+        )
     gpu_name = _required(raw, "gpu_name", line)
     observed_at = _timestamp(_required(raw, "timestamp", line), line)
     x_name = _required(raw, "x_name", line)

@@ -52,6 +52,8 @@ class TestDigests:
     def test_any_spec_change_gives_new_digests(self, tmp_path, column, value, changes):
         row = next(r for r in bundled_rows("geglu") if r["kernel_provider"] == "liger")
         changed = dict(row, **{column: value})
+        if column == "y_value_50":  # a new median keeps the quantiles in order
+            changed.update(y_value_20=value, y_value_80=value)
         if column == "metric_name":
             changed["metric_unit"] = "MB"
         before, after = parse(tmp_path, [row])[0], parse(tmp_path, [changed])[0]
@@ -107,7 +109,7 @@ class TestRanks:
             and r["kernel_operation_mode"] == "forward"
             and r["metric_name"] == "speed"
         ]
-        tied = [dict(r, y_value_50="10.0") for r in rows]
+        tied = [dict(r, y_value_20="10.0", y_value_50="10.0", y_value_80="10.0") for r in rows]
         liger_import(path=write_csv(tmp_path / "t.csv", tied))
         assert sorted(BenchmarkRun.objects.values_list("rank", "group_size")) == [(1, 2), (1, 2)]
 
@@ -116,7 +118,7 @@ class TestRanks:
         rows = [r for r in bundled_rows("geglu") if r["x_value"] == "8192" and r["metric_name"] == "speed"]
         liger_import(path=write_csv(tmp_path / "t.csv", rows))
         worst = BenchmarkRun.objects.filter(operation_mode="full").order_by("-median").first()
-        BenchmarkRun.objects.filter(pk=worst.pk).update(median=0.001)
+        BenchmarkRun.objects.filter(pk=worst.pk).update(p20=0.001, median=0.001)
         groups_rerank(keys=[worst.comparison_key])
         worst.refresh_from_db()
         assert (worst.rank, worst.group_size) == (1, 2)

@@ -8,6 +8,8 @@ from registry.models import BenchmarkRun, SourceImport, Workload
 from registry.services import ImportRejected, liger_import
 from tests.registry.csvdata import bundled_rows, write_csv
 
+ONE_MS = {"y_value_20": "1.0", "y_value_50": "1.0", "y_value_80": "1.0"}
+
 pytestmark = pytest.mark.django_db
 
 
@@ -74,7 +76,7 @@ class TestReimportSkipsUnchangedRows:
         assert snapshot() == before
 
     def test_only_new_and_changed_rows_are_parsed(self, tmp_path, rows, first_import, parsed):
-        replaced = dict(rows[0], timestamp="2025-01-01 00:00:00", y_value_50="1.0")
+        replaced = dict(rows[0], timestamp="2025-01-01 00:00:00", **ONE_MS)
         summary = liger_import(path=write_csv(tmp_path / "v2.csv", [replaced, *rows[1:]]))
         assert (summary.created, summary.superseded, summary.unchanged) == (1, 1, len(rows) - 1)
         assert parsed == [2]
@@ -82,7 +84,7 @@ class TestReimportSkipsUnchangedRows:
 
 class TestNewerFile:
     def test_replaced_row_becomes_a_new_run_and_the_old_one_is_superseded(self, tmp_path, rows, first_import):
-        replaced = dict(rows[0], timestamp="2025-01-01 00:00:00", liger_version="0.9.0", y_value_50="1.0")
+        replaced = dict(rows[0], timestamp="2025-01-01 00:00:00", liger_version="0.9.0", **ONE_MS)
         summary = liger_import(path=write_csv(tmp_path / "v2.csv", [replaced, *rows[1:]]))
         assert (summary.created, summary.superseded, summary.withdrawn) == (1, 1, 0)
         new = BenchmarkRun.objects.get(external_id__endswith="2025-01-01-00-00-00")
@@ -115,7 +117,7 @@ class TestNewerFile:
 
     def test_changed_values_without_a_new_timestamp_are_refused(self, tmp_path, rows, first_import):
         before = snapshot()
-        edited = dict(rows[3], y_value_50="999.0")
+        edited = dict(rows[3], y_value_20="999.0", y_value_50="999.0", y_value_80="999.0")
         with pytest.raises(ImportRejected, match="line 5: run .* already published with other values"):
             liger_import(path=write_csv(tmp_path / "v2.csv", rows[:3] + [edited] + rows[4:]))
         assert snapshot() == before
@@ -132,6 +134,7 @@ class TestMalformedInputIsRefusedAndWritesNothing:
             ("y_value_50", "fast", r"line 3, column 'y_value_50': 'fast' is not a number"),
             ("y_value_20", "nan", r"line 3, column 'y_value_20': 'nan' is not a finite"),
             ("y_value_80", "-1", r"line 3, column 'y_value_80': '-1' is not a finite, non-negative"),
+            ("y_value_50", "0", r"line 3, column 'y_value_50': quantiles out of order: y_value_20 "),
             (
                 "extra_benchmark_config_str",
                 "{bsz: 8",

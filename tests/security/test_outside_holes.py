@@ -1,6 +1,8 @@
 """Holes found from outside (issue 11): each was a 500, an unlimited body or a missing header."""
+# ruff: noqa: F811 (the fixtures imported from the attestations and site tests are test arguments)
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
@@ -96,8 +98,6 @@ class TestMetricsBehindAProxy:
 class TestBodyLimits:
     def test_a_10_mb_upload_to_the_report_form_is_refused(self, contributor_client, run, settings):
         body = b"x" * (10 * 1024 * 1024)
-        from django.core.files.uploadedfile import SimpleUploadedFile
-
         response = contributor_client.post(
             reverse("attestations:report-create", args=[run.pk]),
             {"category": "wrong_value", "description": "big", "file": SimpleUploadedFile("big.bin", body)},
@@ -116,7 +116,9 @@ class TestBodyLimits:
         assert response["Content-Type"] == "application/json"
         assert "limit" in response.json()["detail"]
 
-    def test_a_body_over_djangos_own_limit_without_a_length_is_json_under_the_api(self, settings, contributor):
+    def test_a_body_over_djangos_own_limit_without_a_length_is_json_under_the_api(
+        self, settings, contributor
+    ):
         """Django's RequestDataTooBig (a 400 from its handler400) answers JSON under /api/."""
         settings.REQUEST_BODY_MAX_BYTES = 10 * 1024 * 1024
         settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1024

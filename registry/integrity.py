@@ -1,0 +1,118 @@
+"""Re-derive what the registry stores from what it certifies: every run's digest from its
+manifest, the manifest's agreement with the run's own fields, and every comparison group's ranks.
+`manage.py verify_registry` reports each disagreement; nothing here writes."""
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from registry import digests
+from registry.models import BenchmarkRun
+
+CHUNK = 2000
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    run_pk: int
+    external_id: str
+    what: str
+
+    def __str__(self):
+        return f"run {self.run_pk} ({self.external_id}): {self.what}"
+
+
+_FIELDS = (
+    "pk",
+    "external_id",
+    "digest",
+    "manifest",
+    "median",
+    "p20",
+    "p80",
+    "operation_mode",
+    "metric",
+    "unit",
+    "comparison_key",
+    "kernel__slug",
+    "workload__digest",
+    "protocol__digest",
+    "environment__digest",
+    "withdrawn",
+    "superseded_by",
+    "rank",
+    "group_size",
+)
+
+
+def registry_verify() -> Iterator[Mismatch]:
+    """Every mismatch, runs first (one pass, in primary-key order), then ranks."""
+    groups: dict[str, list[tuple]] = {}
+    rows = BenchmarkRun.objects.order_by("pk").values_list(*_FIELDS).iterator(chunk_size=CHUNK)
+    for row in rows:
+        run = dict(zip(_FIELDS, row, strict=True))
+        yield from _run_mismatches(run)
+        current = not run["withdrawn"] and run["superseded_by"] is None
+        if current:
+            groups.setdefault(run["comparison_key"], []).append(run)
+        elif run["rank"] is not None or run["group_size"] is not None:
+            yield _mismatch(run, f"not current, yet ranked {run['rank']} of {run['group_size']}")
+    for members in groups.values():
+        yield from _group_mismatches(members)
+
+
+def _mismatch(run, what: str) -> Mismatch:
+    return Mismatch(run["pk"], run["external_id"], what)
+
+
+def _run_mismatches(run) -> Iterator[Mismatch]:
+    manifest = run["manifest"]
+    derived = "sha256:" + hashlib.sha256(digests.canonical_bytes(manifest)).hexdigest()
+    if derived != run["digest"]:
+        yield _mismatch(run, f"digest {run['digest']} but the manifest's is {derived}")
+    try:
+        item = manifest["items"][0]
+        spec, metadata = item["spec"], item["metadata"]
+        results = spec["results"]
+        protocol, environment = manifest["items"][1]["spec"], manifest["items"][2]["spec"]
+        stated = {
+            "median": results["median"],
+            "p20": results["p20"],
+            "p80": results["p80"],
+            "operation_mode": spec["operationMode"],
+            "metric": spec["metric"],
+            "unit": spec["unit"],
+            "comparison_key": spec["comparisonKey"],
+            "external_id": metadata["externalId"],
+            "kernel__slug": spec["kernel"],
+            "workload__digest": spec["workload"]["digest"],
+            "protocol__digest": spec["protocolRef"],
+            "environment__digest": spec["environmentRef"],
+        }
+        key = digests.comparison_key(
+            kernel=spec["kernel"],
+            operation_mode=spec["operationMode"],
+            metric=spec["metric"],
+            workload_digest=spec["workload"]["digest"],
+            family=protocol["comparabilityFamily"],
+            gpu=environment["product"],
+        )
+    except (KeyError, IndexError, TypeError) as exc:
+        yield _mismatch(run, f"the manifest lacks {exc}")
+        return
+    for field, value in stated.items():
+        if run[field] != value:
+            yield _mismatch(run, f"{field} is {run[field]!r} but the manifest says {value!r}")
+    if key != spec["comparisonKey"]:
+        yield _mismatch(run, f"the manifest's comparison key is not the digest of its own parts ({key})")
+
+
+def _group_mismatches(members: list[dict]) -> Iterator[Mismatch]:
+    ranks = digests.competition_ranks([run["median"] for run in members])
+    for run, rank in zip(members, ranks, strict=True):
+        if (run["rank"], run["group_size"]) != (rank, len(members)):
+            yield _mismatch(
+                run,
+                f"ranked {run['rank']} of {run['group_size']}, but its group's medians make it "
+                f"{rank} of {len(members)}",
+            )
