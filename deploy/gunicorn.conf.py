@@ -3,8 +3,11 @@
 Everything here can be overridden on the command line or with GUNICORN_CMD_ARGS.
 """
 
+import json
 import multiprocessing
 import os
+
+from gunicorn.glogging import Logger, SafeAtoms
 
 bind = os.environ.get("GUNICORN_BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("GUNICORN_WORKERS", 2 * multiprocessing.cpu_count() + 1))
@@ -21,6 +24,24 @@ access_log_format = (
     '"method": "%(m)s", "path": "%(U)s", "status": %(s)s, "bytes": "%(B)s", '
     '"duration_ms": %(M)s, "remote": "%({x-forwarded-for}i)s", "user_agent": "%(a)s"}'
 )
+
+
+class JsonAtoms(SafeAtoms):
+    """Every value as the inside of a JSON string: gunicorn's own wrapper escapes only `"`, so a
+    path with %0A or %00 (decoded into PATH_INFO) or a backslash in a header split or broke the
+    line."""
+
+    def __init__(self, atoms):
+        dict.__init__(self)
+        for key, value in atoms.items():
+            self[key] = json.dumps(value, ensure_ascii=False)[1:-1] if isinstance(value, str) else value
+
+
+class JsonAccessLogger(Logger):
+    atoms_wrapper_class = JsonAtoms
+
+
+logger_class = JsonAccessLogger
 
 
 def on_starting(server):
