@@ -344,6 +344,8 @@ def build(
     report = check(
         dest, python_version=python_version or here, platforms=platforms, left_out=left_out, env=env
     )
+    ours = [(line, "requirements") for line in lines if requirement_name(line) in dropped - set(HOST_TORCH)]
+    report["host_needs"] = ours + report["host_needs"]
     (dest / "HOST-NEEDS.txt").write_text(
         "# What the wheels here ask of packages left out of this wheelhouse: the host's own copies must\n"
         "# satisfy these (only requirements that apply on the target are listed).\n"
