@@ -29,6 +29,7 @@ from registry.services.imports import BUNDLED_LIGER_CSV, liger_import
 
 FINISHED = (JobState.SUCCEEDED, JobState.DIVERGED, JobState.FAILED, JobState.CANCELLED)
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+FINISH_GRACE_S = 30  # after the deadline, how long running jobs may take to finish
 MAX_MEASURE_ATTEMPTS = 2  # a target whose measure job failed twice is reported, not tried again
 
 
@@ -162,7 +163,10 @@ def sweep(
         todo = todo[:limit]
     done = measured_targets(gpu_slug=gpu_slug) if resume else {}
     pending = deque(t for t in todo if t not in done)
-    to_rerun = deque(run for t, run in done.items() if t in set(todo) and reruns and not _has_rerun(run))
+    wanted = set(todo)
+    to_rerun = deque(run for t, run in done.items() if t in wanted and reruns and not _has_rerun(run))
+    if reruns and resume:
+        to_rerun.extend(_legacy_runs(gpu_slug, kernels))
     log(f"{len(todo)} targets: {len(done)} measured already, {len(pending)} to measure, {len(to_rerun)} to rerun")
     fleet = Fleet(gpu_slug=gpu_slug, gpus=gpus, log_dir=out / "logs")
     in_flight: dict[int, Target | None] = {}
@@ -177,17 +181,27 @@ def sweep(
                     _send_rerun(to_rerun.popleft(), in_flight, log)
                 else:
                     _send_measure(pending.popleft(), gpu_slug, in_flight, attempts, log)
+            time.sleep(0.25)
+        # Past the deadline: nothing new starts; what is running may finish within the grace.
+        for job_id in list(in_flight):
+            job_cancel(job=RerunJob.objects.get(pk=job_id))
+        grace_end = time.monotonic() + FINISH_GRACE_S
+        while time.monotonic() < grace_end and RerunJob.objects.filter(pk__in=list(in_flight)).active().exists():
             time.sleep(0.5)
         _collect(in_flight, pending, to_rerun, attempts, figures, reruns)
     finally:
-        for job_id in list(in_flight):
-            job_cancel(job=RerunJob.objects.get(pk=job_id))
         fleet.stop()
     elapsed = time.monotonic() - began
     log(f"stopped after {elapsed:.0f} s: {figures.measured} measured, {figures.reruns} reruns finished")
     if export:
         controlled.controlled_runs_export_dir(out=out, gpu_slug=gpu_slug)
-    return {"elapsed_s": elapsed, "measured": figures.measured, "reruns": figures.reruns, "failed": figures.failed, "left": len(pending) + len(to_rerun)}
+    return {
+        "elapsed_s": elapsed,
+        "measured": figures.measured,
+        "reruns": figures.reruns,
+        "failed": figures.failed,
+        "left": len(pending) + len(to_rerun),
+    }
 
 
 def _registry_ready(out: Path, log) -> None:
@@ -195,6 +209,20 @@ def _registry_ready(out: Path, log) -> None:
         log(liger_import(path=BUNDLED_LIGER_CSV))
     if out.exists() and any(out.glob("*.json")):
         log(controlled.controlled_runs_load(path=out))
+
+
+def _legacy_runs(gpu_slug: str, kernels) -> list[BenchmarkRun]:
+    """Controlled runs of an older protocol whose reruns were judged without a verdict (a fixed
+    tolerance): rerun once more, judged under their own protocol, so that their level rests on a
+    verdict."""
+    current = measured_targets(gpu_slug=gpu_slug).values()
+    runs = BenchmarkRun.objects.filter(
+        source__slug=controlled.CONTROLLED_SOURCE["slug"], environment__slug=gpu_slug
+    ).exclude(pk__in=[run.pk for run in current])
+    if kernels:
+        runs = runs.filter(kernel__slug__in=kernels)
+    with_verdict = RerunJob.objects.filter(kind=JobKind.RERUN).exclude(verdict="").values("run_id")
+    return list(runs.exclude(pk__in=with_verdict).exclude(rerun_jobs__state__in=["queued", "running"]))
 
 
 def _has_rerun(run: BenchmarkRun) -> bool:

@@ -1,0 +1,59 @@
+import json
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from registry.reruns import sweep
+from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR
+from registry.reruns.harness import local_gpu_slug
+
+
+class Command(BaseCommand):
+    help = (
+        "Measure every mappable workload of the source data on this host's GPUs through the real "
+        "pipeline (one Celery worker per GPU), rerun each result on another card, and export what "
+        "finished into --out. Resumable: runs already in --out are not measured again."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--out", type=Path, default=BUNDLED_CONTROLLED_DIR)
+        parser.add_argument("--gpus", type=int, default=1, help="Workers, one per GPU (CUDA_VISIBLE_DEVICES).")
+        parser.add_argument("--deadline", type=float, default=540, help="Seconds before it stops and exports.")
+        parser.add_argument("--kernel", action="append", default=[], help="Only this kernel; repeatable.")
+        parser.add_argument("--limit", type=int, default=None, help="Only the first N targets.")
+        parser.add_argument("--gpu", default="", help="GPU model slug (default: this host's).")
+        parser.add_argument(
+            "--throughput",
+            type=int,
+            default=0,
+            metavar="N",
+            help="Instead: measure the same N targets with one worker, then with --gpus workers, "
+            "and print jobs per hour for each (nothing is exported).",
+        )
+
+    def handle(self, *args, **options):
+        gpu = options["gpu"] or local_gpu_slug()
+        if options["gpus"] < 1:
+            raise CommandError("--gpus must be at least 1.")
+        options["out"].mkdir(parents=True, exist_ok=True)
+        log = lambda message: self.stdout.write(str(message))  # noqa: E731
+        if options["throughput"]:
+            figures = sweep.throughput(
+                gpu_slug=gpu,
+                gpus=options["gpus"],
+                count=options["throughput"],
+                out=options["out"],
+                deadline_s=options["deadline"],
+                log=log,
+            )
+        else:
+            figures = sweep.sweep(
+                gpu_slug=gpu,
+                gpus=options["gpus"],
+                out=options["out"],
+                deadline_s=options["deadline"],
+                kernels=options["kernel"] or None,
+                limit=options["limit"],
+                log=log,
+            )
+        self.stdout.write(json.dumps(figures, indent=1, default=str))
