@@ -226,7 +226,10 @@ def _legacy_runs(gpu_slug: str, kernels) -> list[BenchmarkRun]:
 
 
 def _has_rerun(run: BenchmarkRun) -> bool:
-    return RerunJob.objects.filter(kind=JobKind.RERUN, run=run).exclude(state=JobState.CANCELLED).exists()
+    """A rerun is under way, or one finished with a verdict (an older one judged by a fixed
+    tolerance does not count)."""
+    reruns = RerunJob.objects.filter(kind=JobKind.RERUN, run=run)
+    return (reruns.active() | reruns.exclude(verdict="")).exists()
 
 
 def _send_measure(target: Target, gpu_slug: str, in_flight, attempts, log) -> None:
