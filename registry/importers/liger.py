@@ -85,7 +85,10 @@ PROTOCOLS = {
 
 
 class LigerFormatError(ValueError):
-    def __init__(self, message: str, *, line: int | None = None, column: str | None = None):
+    """`column` is a column's name, or a 1-based position (a character of the line, or a field
+    beyond the header) where there is no name."""
+
+    def __init__(self, message: str, *, line: int | None = None, column: str | int | None = None):
         self.line, self.column = line, column
         where = []
         if line is not None:
@@ -144,7 +147,12 @@ def parse_file(data: bytes, *, variant: str = "", known: dict | None = None) -> 
         if not any(cell.strip() for cell in cells):
             continue
         if len(cells) != len(header):
-            raise LigerFormatError(f"expected {len(header)} fields, found {len(cells)}", line=line)
+            # The first field the header has no name for, or the first one the row lacks.
+            raise LigerFormatError(
+                f"expected {len(header)} fields, found {len(cells)}",
+                line=line,
+                column=min(len(cells), len(header)) + 1,
+            )
         raw = {name: cells[i] for name, i in index.items()}
         external_id = known.get(row_key(raw, variant)) if known else None
         row = KnownRow(line, external_id) if external_id else _parse_row(line, raw, variant, specs)
@@ -217,9 +225,12 @@ def _decode(data: bytes) -> str:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
+        line_start = data.rfind(b"\n", 0, exc.start) + 1
+        before = data[line_start : exc.start].decode("utf-8", errors="replace")
         raise LigerFormatError(
-            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})", line=line
+            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})",
+            line=data.count(b"\n", 0, exc.start) + 1,
+            column=len(before) + 1,
         ) from None
     if "\x00" in text:
         # No database text column can hold it, and no real CSV has one.
@@ -227,6 +238,7 @@ def _decode(data: bytes) -> str:
         raise LigerFormatError(
             f"a NUL character at offset {offset}; this is not a text CSV",
             line=text.count("\n", 0, offset) + 1,
+            column=offset - (text.rfind("\n", 0, offset) + 1) + 1,
         )
     return text
 
@@ -295,7 +307,9 @@ def _parse_row(line: int, raw: dict, variant: str, specs: dict | None = None) ->
         lambda: _workload(kernel, config, dtype, x_name, x_raw, x_label),
     )
     environment = _cached(
-        specs, ("environment", gpu_name), lambda: environment_fields(environment_spec(gpu_name), slug=slugify(gpu_name))
+        specs,
+        ("environment", gpu_name),
+        lambda: environment_fields(environment_spec(gpu_name), slug=slugify(gpu_name)),
     )
     protocol = _cached(specs, ("protocol", metric), lambda: _protocol(metric))
     implementation = _cached(

@@ -208,13 +208,13 @@ class TestMalformedInputIsRefusedAndWritesNothing:
         write_csv(path, rows)
         data = path.read_bytes().replace(b"gelu_pytorch_tanh", b"gelu_pytorch_t\xe4nh", 1)
         path.write_bytes(data)
-        with pytest.raises(ImportRejected, match=r"line 2: not UTF-8 text \(byte 0xe4"):
+        with pytest.raises(ImportRejected, match=r"line 2, column \d+: not UTF-8 text \(byte 0xe4"):
             liger_import(path=path)
         assert BenchmarkRun.objects.count() == 0
 
     def test_nul_character_is_refused_with_its_line(self, tmp_path, rows):
         path = write_csv(tmp_path / "nul.csv", malformed(rows, "kernel_provider", "lig\x00er"))
-        with pytest.raises(ImportRejected, match=r"line 3: a NUL character"):
+        with pytest.raises(ImportRejected, match=r"line 3, column \d+: a NUL character"):
             liger_import(path=path)
         assert BenchmarkRun.objects.count() == 0
 
@@ -222,7 +222,9 @@ class TestMalformedInputIsRefusedAndWritesNothing:
         path = tmp_path / "short.csv"
         write_csv(path, rows)
         path.write_text(path.read_text() + "geglu,liger,forward\r\n")
-        with pytest.raises(ImportRejected, match=rf"line {len(rows) + 2}: expected 15 fields, found 3"):
+        with pytest.raises(
+            ImportRejected, match=rf"line {len(rows) + 2}, column 4: expected 15 fields, found 3"
+        ):
             liger_import(path=path)
 
     def test_duplicate_row_is_refused(self, tmp_path, rows):

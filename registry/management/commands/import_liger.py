@@ -1,4 +1,5 @@
 import sys
+from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
@@ -18,7 +19,9 @@ class Command(BaseCommand):
         try:
             summary = liger_import(path=path, release=release, progress=bar.update)
         except ImportRejected as exc:
-            raise CommandError(f"Import refused, nothing was written. {exc}") from None
+            # Name the file as it was typed (the service names it by its file name alone).
+            detail = str(exc).removeprefix(f"{Path(path).name}: ").removeprefix(f"{path}: ")
+            raise CommandError(f"Import refused, nothing was written. {path}: {detail}") from None
         finally:
             bar.close()
         self.stdout.write(self.style.SUCCESS(f"Imported {path}: {summary}"))
