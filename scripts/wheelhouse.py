@@ -66,9 +66,12 @@ tifffile tiktoken timm tokenizers toolz torch torchaudio torchdiffeq torch-geome
 torchvision tqdm transformers treescope triton typer typing-extensions typing-inspect urllib3 uvloop
 wadler-lindig werkzeug wheel wrapt xarray xxhash yarl zipp
 """.split()
+# Versions known on that image: KINDS.md's pip-list row, and scipy as requirements.txt pins it
+# for Python 3.12. A pin of ours that differs makes the package travel as a wheel.
 H200_KNOWN_VERSIONS = {
     "transformers": "5.17.0",
     "numpy": "2.5.2",
+    "scipy": "1.18.1",
     "torch": "2.11.0",
     "triton": "3.6.0",
     "huggingface-hub": "1.33.0",
@@ -278,6 +281,8 @@ def build(
     here = f"{sys.version_info[0]}.{sys.version_info[1]}"
     env = marker_env(python_version or here, platforms)
     lines = [line for path in requirements for line in requirement_lines(Path(path))]
+    # Only the lines whose marker holds on the target (numpy and scipy are pinned per Python).
+    lines = [line for line in lines if parse_requirement(line)[2](env)]
     pinned = {requirement_name(line): requirement_pin(line) for line in lines}
     keep = {normalise(n) for n in keep}
     known = {normalise(k): v for k, v in (known_versions or {}).items()}

@@ -186,15 +186,22 @@ class TestWorkerRequirements:
         assert "transformers" in names
         assert not names & {"torch", "triton", "liger-kernel"}
 
-    def test_packages_a_gpu_host_image_has_are_asked_for_with_lower_bounds_only(self):
-        """A pin (==) of numpy or scipy would make pip replace the host's copy, or fail offline."""
+    def test_on_the_h200_image_no_requirement_replaces_what_the_host_has(self):
+        """numpy, scipy, transformers: unpinned, or pinned (for Python 3.12) at the image's own
+        version; a pin of anything else would make pip replace the host's copy, or fail offline."""
         wheelhouse = load_wheelhouse()
+        env = wheelhouse.marker_env("3.12", wheelhouse.MANYLINUX_X86_64)
+        known = wheelhouse.H200_KNOWN_VERSIONS
+        checked = set()
         for path in (ROOT / "requirements.txt", ROOT / "requirements-worker.txt"):
             for line in wheelhouse.requirement_lines(path):
-                name = wheelhouse.requirement_name(line)
-                if name in {"numpy", "scipy", "nvidia-ml-py", "psutil", "requests", "pyyaml"}:
-                    assert wheelhouse.requirement_pin(line) is None, line
-                    assert "<" not in line, line
+                name, _specifier, applies = wheelhouse.parse_requirement(line)
+                if applies(env) and name in {"numpy", "scipy", "transformers", "nvidia-ml-py", "psutil"}:
+                    checked.add(name)
+                    pin = wheelhouse.requirement_pin(line)
+                    assert pin is None or pin == known.get(name), line
+                    assert "<" not in line.split(";")[0], line
+        assert {"transformers", "nvidia-ml-py"} <= checked
 
     def test_the_torch_rule_is_stated_once(self):
         texts = [(ROOT / name).read_text() for name in ("requirements.txt", "requirements-worker.txt")]
