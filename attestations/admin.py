@@ -173,7 +173,8 @@ class ModerationAdmin(admin.ModelAdmin):
     def _reason_page(self, request, objects, decision, form, cancel_url, action_name=""):
         context = {
             **self.admin_site.each_context(request),
-            "title": f"{self.decisions[decision][0]}: {len(objects)} {self.opts.verbose_name_plural}",
+            "title": f"{self.decisions[decision][0]}: {len(objects)} "
+            f"{self.opts.verbose_name if len(objects) == 1 else self.opts.verbose_name_plural}",
             "opts": self.opts,
             "objects": objects,
             "decision": decision,

@@ -205,6 +205,8 @@ DEFAULT_FROM_EMAIL = _env(env.str, "DEFAULT_FROM_EMAIL", default="KernelIndex <n
 ACCOUNT_LOGIN_METHODS = {"email", "username"}
 ACCOUNT_SIGNUP_FIELDS = ["email*", "username*", "password1*", "password2*"]
 ACCOUNT_EMAIL_VERIFICATION = "mandatory"
+# The link in the confirmation mail signs the new user in (the same browser session that signed up).
+ACCOUNT_LOGIN_ON_EMAIL_CONFIRMATION = True
 ACCOUNT_RATE_LIMITS = {}  # None disables; {} keeps allauth's defaults on.
 LOGIN_REDIRECT_URL = "/"
 LOGIN_URL = "account_login"
