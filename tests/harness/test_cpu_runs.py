@@ -209,29 +209,31 @@ def tp_plan(tp, **changes):
         "config": {"S": 4, "B": 2, "TP": tp},
         "device": "cuda",
     }
-    # The plan as spec.py makes it, on the CPU with gloo (spec.py keeps the liger provider off a CPU).
-    return {**plan_for(spec), "device": "cpu", **changes}
+    # The plan as spec.py makes it, on the CPU with gloo (spec.py keeps the liger provider off a
+    # CPU), with a small sampling budget.
+    protocol = {"budget_s": 0.05, "min_samples": 5, "max_samples": 50}
+    return {**plan_for(spec), "device": "cpu", "protocol": protocol, **changes}
 
 
 class TestTensorParallelRanksOnTheCpu:
-    SAMPLES = {"min_count": 5, "min_ms": 1, "max_ms": 50}
-
     def test_two_ranks_join_one_gloo_group_and_rank_0_reports(self, tp_stand_in):
         from registry.reruns.harness.distributed import measure
 
-        result = measure(tp_stand_in, tp_plan(2), samples=self.SAMPLES)
+        result = measure(tp_stand_in, tp_plan(2))
 
         assert result["status"] == "ok"
         assert result["unit"] == "ms"
         assert 0 < result["p20"] <= result["median"] <= result["p80"]
+        assert 0 < result["upstream"]["p20"] <= result["upstream"]["median"] <= result["upstream"]["p80"]
         measured = result["measured"]
         assert measured["world_size"] == 2
         assert [rank["rank"] for rank in measured["ranks"]] == [0, 1]
         assert len(measured["loop_samples_ms"]) == 5
-        assert len(result["samples"]) >= 5
+        assert (measured["stop"], measured["protocol"]) == ("count", "kernelindex-lockstep-ranks")
+        assert 5 <= len(result["samples"]) <= 50
 
     def test_a_failing_rank_ends_the_run_and_says_which(self, tp_stand_in):
         from registry.reruns.harness.distributed import RankFailed, measure
 
         with pytest.raises(RankFailed, match="rank 1 of 2 failed first: RuntimeError: rank 1 breaks"):
-            measure(tp_stand_in, tp_plan(2, provider="broken"), samples=self.SAMPLES)
+            measure(tp_stand_in, tp_plan(2, provider="broken"))

@@ -23,10 +23,15 @@ NVLink multicast stays off in every rank (NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DIS
 NVSHMEM_DISABLE_NVLS=1): on shared multi-GPU hosts a program that uses it can take the GPUs down.
 
 Samples. Upstream times 5 loops of 50 calls (`_timed_loop`) and takes quantiles of the 5 loop means:
-those means are kept as `loop_samples_ms`. After upstream's call, the step it timed is timed again
-one call a sample (CUDA events; wall clock on a CPU) for a count all ranks agree on (an all-reduce
-of the minimum), so that every rank runs the same collectives: those are the raw `samples`. Memory:
-the peaks upstream read through torch.cuda.max_memory_allocated, one a run, as the runner records them.
+those are the source protocol's figures (`upstream`), and the means are kept as `loop_samples_ms`.
+Then the step upstream timed is sampled under KernelIndex's protocol (plan["protocol"]):
+- one rank: `timing.sample`, exactly as the runner samples a do_bench callable (L2 flush, CUDA events,
+  stop on precision or budget);
+- several ranks: a stop on precision would end each rank at its own count and desynchronise the
+  collectives, so every rank takes the same count: the most the budget allows at upstream's per-call
+  time (at least min_samples, at most max_samples), the least over the ranks (an all-reduce), each
+  sample one call after the same L2 flush; the precision reached is reported.
+Memory keeps upstream's definition: the peaks it read through torch.cuda.max_memory_allocated.
 """
 
 import importlib
@@ -48,7 +53,18 @@ MULTICAST_OFF = {
     "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
     "NVSHMEM_DISABLE_NVLS": "1",
 }
-DEFAULT_SAMPLES = {"min_count": 30, "min_ms": 500, "max_ms": 3000}
+# The protocol settings when a plan carries none (as kernelindex/settings.py CONTROLLED_TIMING).
+DEFAULT_PROTOCOL = {
+    "budget_s": 3.0,
+    "min_samples": 30,
+    "max_samples": 100_000,
+    "precision": 0.005,
+    "confidence": 0.99,
+    "check_every": 10,
+    "warmup_ms": 25.0,
+    "warmup_calls": 3,
+    "flush_factor": 2.0,
+}
 POLL_S = 0.05
 FAILURE_GRACE_S = 2.0  # how long the other ranks get to exit after one failed
 
@@ -58,40 +74,47 @@ class RankFailed(RuntimeError):
 
 
 def run(state: dict, plan: dict) -> dict:
-    """The runner's hook for a plan whose entry is "distributed": the runner's state (torch, the
-    upstream `utils` module, the recorder's sample settings, the environment) and the plan."""
+    """The runner's hook for a plan whose entry is "distributed", with the runner's state (torch,
+    the upstream `utils` module, the recorder with its timing and stats modules, NVML, the
+    environment). The answer has the runner's shape."""
     root = Path(state["utils"].__file__).resolve().parents[2]
-    recorder = state.get("recorder")
-    samples = getattr(recorder, "samples", None) or DEFAULT_SAMPLES
-    result = measure(root, plan, samples=samples)
+    recorder, nvml = state.get("recorder"), state.get("nvml")
+    before = nvml.state() if nvml else {}
+    result = measure(root, plan, recorder=recorder)
+    after = nvml.state() if nvml else {}
     result["environment"] = {**state.get("environment", {}), "world_size": plan["world_size"]}
+    result["gpu_uuid"] = nvml.uuid if nvml else ""
+    result["gpu_state"] = (
+        {"before": before, "after": after, "throttled": recorder.timing.throttled(before, after)}
+        if nvml
+        else {}
+    )
     return result
 
 
-def measure(root, plan: dict, *, samples: dict = DEFAULT_SAMPLES, spawn: bool | None = None) -> dict:
-    """Run one plan on plan["world_size"] ranks; the runner's answer for it. `spawn` (default: only
-    for more than one rank) starts the ranks as processes of this file."""
+def measure(root, plan: dict, *, recorder=None, spawn: bool | None = None) -> dict:
+    """Run one plan on plan["world_size"] ranks. `spawn` (default: only for more than one rank)
+    starts the ranks as processes of this file; `recorder` is the runner's (its timing and stats
+    modules), else this folder's are loaded."""
     root, world_size = Path(root), int(plan["world_size"])
     spawn = world_size > 1 if spawn is None else spawn
     os.environ.update(MULTICAST_OFF)
     with tempfile.TemporaryDirectory(prefix="kernelindex-tp-") as tmp:
         rendezvous = str(Path(tmp) / "rendezvous")
         if spawn:
-            ranks = _spawn(root, plan, samples, Path(tmp))
+            ranks = _spawn(root, plan, Path(tmp))
         else:
             _paths(root)
-            ranks = [rank_run(0, 1, rendezvous, plan, samples)]
+            ranks = [rank_run(0, 1, rendezvous, plan, recorder)]
     first = ranks[0]
     measured = {
-        "calls": 1,
-        "world_size": world_size,
-        "samples": first["samples"],
-        "ranks": [{k: r[k] for k in ("rank", "median", "p20", "p80", "device")} for r in ranks],
+        key: value for key, value in first.items() if key not in ("samples", "upstream", "rank", "device")
     }
-    if plan["metric"] == "latency":
-        measured.update(
-            loop_samples_ms=first["loop_samples_ms"], calls_per_loop_sample=first["calls_per_loop"]
-        )
+    measured.update(
+        calls=1,
+        world_size=world_size,
+        ranks=[{"rank": r["rank"], "device": r["device"], "median": r["median"]} for r in ranks],
+    )
     return {
         "status": "ok",
         "median": first["median"],
@@ -100,15 +123,19 @@ def measure(root, plan: dict, *, samples: dict = DEFAULT_SAMPLES, spawn: bool | 
         "unit": "ms" if plan["metric"] == "latency" else "MB",
         "samples": first["samples"],
         "measured": measured,
+        "upstream": first["upstream"],
         "error": "",
     }
 
 
-def rank_run(rank: int, world_size: int, rendezvous: str, plan: dict, settings: dict) -> dict:
-    """One rank: join the group, call the upstream per-rank function, leave the group."""
+def rank_run(rank: int, world_size: int, rendezvous: str, plan: dict, recorder=None) -> dict:
+    """One rank: join the group, call the upstream per-rank function, sample, leave the group."""
     import torch
     import torch.distributed as dist
 
+    timing = recorder.timing if recorder is not None else _load_sibling("timing")
+    stats = recorder.stats if recorder is not None else _load_sibling("stats")
+    settings = {**DEFAULT_PROTOCOL, **(plan.get("protocol") or {})}
     os.environ.update(MULTICAST_OFF)
     cuda = plan["device"] == "cuda"
     if cuda:
@@ -125,6 +152,7 @@ def rank_run(rank: int, world_size: int, rendezvous: str, plan: dict, settings: 
         device = torch.device(f"cuda:{rank}") if cuda else torch.device("cpu")
         config = plan["config"]
         s, b, v = config["S"], config["B"], plan["x_value"]
+        began = time.perf_counter()
         if plan["metric"] == "latency":
             loops, steps = [], []
             real_loop = module._timed_loop
@@ -142,14 +170,36 @@ def rank_run(rank: int, world_size: int, rendezvous: str, plan: dict, settings: 
                 )
             finally:
                 module._timed_loop = real_loop
-            samples = _per_call(torch, dist, group, device, steps[-1][0], statistics.median(loops), settings)
-            extra = {"loop_samples_ms": loops, "calls_per_loop": steps[-1][1]}
+            upstream_s = time.perf_counter() - began
+            step = steps[-1][0]
+            precision_of = lambda samples: stats.relative_precision(samples, settings["confidence"])  # noqa: E731
+            if world_size == 1:
+                measured = timing.sample(
+                    torch,
+                    step,
+                    grad_to_none=None,
+                    settings=settings,
+                    device=plan["device"],
+                    precision_of=precision_of,
+                )
+            else:
+                measured = _lockstep(torch, dist, group, device, step, statistics.median(loops), settings)
+                measured["precision"] = precision_of(measured["samples"])
+            samples = measured.pop("samples")
+            median, p20, p80 = stats.quantiles(samples)
+            extra = {
+                **measured,
+                "upstream_s": upstream_s,
+                "loop_samples_ms": loops,
+                "upstream_call": {"loops": len(loops), "calls_per_loop": steps[-1][1]},
+            }
         else:
-            peaks, real_peak = [], torch.cuda.max_memory_allocated
+            peaks, reserved, real_peak = [], [], torch.cuda.max_memory_allocated
 
             def peak(*args, **kwargs):
                 value = real_peak(*args, **kwargs)
                 peaks.append(value / 2**20)
+                reserved.append(torch.cuda.max_memory_reserved() / 2**20)
                 return value
 
             torch.cuda.max_memory_allocated = peak
@@ -159,53 +209,73 @@ def rank_run(rank: int, world_size: int, rendezvous: str, plan: dict, settings: 
                 )
             finally:
                 torch.cuda.max_memory_allocated = real_peak
-            samples, extra = peaks, {}
-        median, p20, p80 = (float(f) for f in figures)
+            samples = peaks
+            median, p20, p80 = (float(f) for f in figures)
+            extra = {
+                "protocol": "upstream-peak-memory",
+                "peak_reserved_mb": reserved,
+                "timing_s": time.perf_counter() - began,
+                "stop": "count",
+            }
+        upstream = dict(zip(("median", "p20", "p80"), (float(f) for f in figures), strict=True))
         return {
             "rank": rank,
+            "device": str(device),
             "median": median,
             "p20": p20,
             "p80": p80,
             "samples": [float(x) for x in samples],
-            "device": str(device),
+            "upstream": upstream,
             **extra,
         }
     finally:
         dist.destroy_process_group()
 
 
-def _per_call(torch, dist, group, device, step, per_call_ms, settings) -> list[float]:
-    """Time `step` one call a sample. The count comes from the sample settings and upstream's own
-    per-call time, and is the least over the ranks, so that all of them run the same collectives."""
-    per_call_ms = max(per_call_ms, 1e-3)
-    count = max(
-        settings["min_count"],
-        min(math.ceil(settings["min_ms"] / per_call_ms), math.floor(settings["max_ms"] / per_call_ms)),
-    )
+def _lockstep(torch, dist, group, device, step, per_call_ms, settings) -> dict:
+    """Every rank times `step` the same number of times, one call a sample after an L2 flush:
+    as many as the budget allows at upstream's per-call time, the least over the ranks."""
+    cuda = device.type == "cuda"
+    count = settings["budget_s"] * 1000 / max(per_call_ms, 1e-3)
+    count = int(min(max(count, settings["min_samples"]), settings["max_samples"]))
     agreed = torch.tensor([count], dtype=torch.int64, device=device)
     dist.all_reduce(agreed, op=dist.ReduceOp.MIN, group=group)
     count = int(agreed.item())
+    flush = None
+    if cuda:
+        l2 = torch.cuda.get_device_properties(device).L2_cache_size
+        flush = torch.empty(int(l2 * settings["flush_factor"]), dtype=torch.int8, device=device)
     dist.barrier(group=group)
-    if device.type != "cuda":
-        samples = []
+    began = time.perf_counter()
+    samples = []
+    if not cuda:
         for _ in range(count):
-            began = time.perf_counter()
+            start = time.perf_counter()
             step()
-            samples.append((time.perf_counter() - began) * 1000)
-        return samples
-    events = [
-        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)
-    ]
-    torch.cuda.synchronize()
-    for start, end in events:
-        start.record()
-        step()
-        end.record()
-    torch.cuda.synchronize()
-    return [start.elapsed_time(end) for start, end in events]
+            samples.append((time.perf_counter() - start) * 1000)
+    else:
+        pairs = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(count)
+        ]
+        for start, end in pairs:
+            flush.zero_()
+            start.record()
+            step()
+            end.record()
+        torch.cuda.synchronize()
+        samples = [start.elapsed_time(end) for start, end in pairs]
+    return {
+        "protocol": "kernelindex-lockstep-ranks",
+        "samples": samples,
+        "stop": "count",
+        "target_precision": settings["precision"],
+        "confidence": settings["confidence"],
+        "timing_s": time.perf_counter() - began,
+        "flush_bytes": flush.numel() if flush is not None else 0,
+    }
 
 
-def _spawn(root: Path, plan: dict, settings: dict, tmp: Path) -> list[dict]:
+def _spawn(root: Path, plan: dict, tmp: Path) -> list[dict]:
     world_size = int(plan["world_size"])
     if plan["device"] == "cuda":
         import torch
@@ -226,7 +296,6 @@ def _spawn(root: Path, plan: dict, settings: dict, tmp: Path) -> list[dict]:
                 "world_size": world_size,
                 "rendezvous": str(tmp / "rendezvous"),
                 "plan": plan,
-                "samples": settings,
                 "result": str(tmp / f"rank-{rank}.json"),
             }
             process = subprocess.Popen(
@@ -302,9 +371,7 @@ def main() -> None:
     if request["plan"]["device"] == "cpu" and importlib.util.find_spec("triton") is None:
         _load_sibling("cpu_triton").install()
     try:
-        figures = rank_run(
-            request["rank"], request["world_size"], request["rendezvous"], request["plan"], request["samples"]
-        )
+        figures = rank_run(request["rank"], request["world_size"], request["rendezvous"], request["plan"])
     except BaseException as exc:  # noqa: BLE001 - the traceback goes to the job's log, the error to the parent
         traceback.print_exc()
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
