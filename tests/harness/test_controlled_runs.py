@@ -8,11 +8,25 @@ from django.core.management import call_command
 
 from registry.importers import liger
 from registry.models import BenchmarkRun, RerunJob
-from registry.services import BUNDLED_LIGER_CSV, ImportRejected
 from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_load
+from registry.services import BUNDLED_LIGER_CSV, ImportRejected
 
 H200_FILE = BUNDLED_CONTROLLED_DIR / "nvidia-h200-geglu.json"
 REFERENCE = "batch8-hidden4096-intermediate11008-seq8192-bf16"
+
+
+def shipped_agreeing() -> int:
+    """Runs of the shipped file that a rerun with an `agrees` verdict backs: only those load at
+    `reproduced`. A rerun judged by the old fixed tolerance has no verdict and backs none."""
+    return sum(
+        1
+        for entry in json.loads(H200_FILE.read_text())["runs"]
+        if entry["run"]["evidence_level"] == "reproduced"
+        and any(
+            j["role"] == "rerun" and j["state"] == "succeeded" and j.get("verdict") == "agrees"
+            for j in entry["jobs"]
+        )
+    )
 
 
 @pytest.mark.django_db
@@ -24,14 +38,25 @@ class TestShippedH200Runs:
             source__slug="kernelindex-controlled", environment__slug="nvidia-h200"
         )
         assert (summary.rows, summary.created) == (32, 32)
-        assert runs.filter(evidence_level="reproduced").count() == 29
-        assert runs.filter(evidence_level="measured").count() == 3
+        assert runs.filter(evidence_level="reproduced").count() == shipped_agreeing()
+        assert runs.filter(evidence_level="measured").count() == 32 - shipped_agreeing()
         assert RerunJob.objects.filter(kind="measure", state="succeeded").count() == 32
+        # Every rerun is kept as history, whatever level its run now loads at.
         assert RerunJob.objects.filter(kind="rerun", state="succeeded").count() == 29
         assert RerunJob.objects.filter(kind="rerun", state="diverged").count() == 3
         # Their own comparison groups: huggingface against liger, per workload, pass and metric.
         assert {run.group_size for run in runs} == {2}
         assert {run.rank for run in runs} <= {1, 2}
+
+    def test_a_run_shipped_as_reproduced_by_a_verdictless_rerun_loads_at_measured(self):
+        controlled_runs_load(path=BUNDLED_CONTROLLED_DIR)
+
+        for entry in json.loads(H200_FILE.read_text())["runs"]:
+            reruns = [j for j in entry["jobs"] if j["role"] == "rerun"]
+            if entry["run"]["evidence_level"] == "reproduced" and not any(j.get("verdict") for j in reruns):
+                run = BenchmarkRun.objects.get(digest=entry["run"]["digest"])
+                assert run.evidence_level == "measured", run.external_id
+                assert RerunJob.objects.filter(run=run, kind="rerun").count() == len(reruns)
 
     def test_the_reference_workload_matches_the_published_h200_figures(self):
         controlled_runs_load(path=BUNDLED_CONTROLLED_DIR)
@@ -95,4 +120,4 @@ class TestLoadBundledDataCommand:
         assert "kernelindex-controlled: 32 rows: 32 created" in first.getvalue()
         assert "kernelindex-controlled: 32 rows: 0 created, 32 unchanged" in second.getvalue()
         assert BenchmarkRun.objects.filter(source__slug="liger-kernel").count() == 2448
-        assert BenchmarkRun.objects.filter(evidence_level="reproduced").count() == 29
+        assert BenchmarkRun.objects.filter(evidence_level="reproduced").count() == shipped_agreeing()

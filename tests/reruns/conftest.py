@@ -10,6 +10,7 @@ from django.contrib.auth.models import User
 from attestations.services import moderator_add
 from registry.importers.liger import COLUMNS as HEADER
 from registry.models import BenchmarkRun
+from registry.reruns.harness import stats
 from registry.services import liger_import
 from tests.attestations.conftest import moderators_group_ensure
 
@@ -68,8 +69,10 @@ def csv_import(path, rows):
 
 
 SMALL_ROWS = [
-    row("huggingface", "forward", y=(1.0, 0.98, 1.02)),
+    # Published with a p20–p80 of ±0.2%: narrow enough that a rerun can agree within ±2%.
+    row("huggingface", "forward", y=(1.0, 0.998, 1.002)),
     row("liger", "forward", y=(0.8, 0.79, 0.81)),
+    # Published with a p20–p80 of ±3.3%: wider than the tolerance, so no rerun can agree with it.
     row("huggingface", "full", y=(3.0, 2.9, 3.1)),
     # A CPU run recorded at a value no CPU reaches for this workload: its rerun diverges.
     row("huggingface", "forward", gpu="cpu", y=(1e-06, 1e-06, 1e-06), x=32),
@@ -116,22 +119,67 @@ def contributor(db):
     return User.objects.create_user("contributor", "contributor@example.org", "pw")
 
 
-def harness_result(median, *, p20=None, p80=None, samples=None, gpu_slug="nvidia-h200", unit="ms", **extra):
-    """A result in the shape `registry.reruns.harness.run_job_spec` returns."""
-    samples = (
-        samples
-        if samples is not None
-        else [median * f for f in (0.97, 0.99, 1.0, 1.0, 1.01, 1.03, 1.0, 0.995)]
-    )
+def spread_samples(median: float, *, spread: float = 0.006, count: int = 41) -> list[float]:
+    """`count` samples evenly from median·(1 − spread) to median·(1 + spread), median in the middle:
+    as KernelIndex's loop gives them for a steady op (its 95% interval of the median is tight)."""
+    return [median * (1 + spread * (2 * i / (count - 1) - 1)) for i in range(count)]
+
+
+def harness_result(
+    median,
+    *,
+    p20=None,
+    p80=None,
+    samples=None,
+    upstream=None,
+    gpu_slug="nvidia-h200",
+    gpu_uuid=None,
+    unit="ms",
+    **extra,
+):
+    """A result in the shape `registry.reruns.harness.run_job_spec` returns. median, p20 and p80
+    are KernelIndex's protocol figures (of `samples`, by default 41 within ±0.6%); `upstream` is
+    upstream do_bench's own figure for the same call, what a source run is judged on (by default
+    the same median, p20 and p80)."""
+    samples = samples if samples is not None else spread_samples(median)
+    _, sample_p20, sample_p80 = stats.quantiles(samples) if len(samples) >= 2 else (median, median, median)
+    p20 = p20 if p20 is not None else sample_p20
+    p80 = p80 if p80 is not None else sample_p80
+    on_gpu = gpu_slug != "cpu"
+    nvml = {
+        "sm_clock_mhz": 1980,
+        "memory_clock_mhz": 3201,
+        "temperature_c": 41,
+        "power_w": 312.5,
+        "reasons": [],
+    }
     return {
         "status": "ok",
         "median": median,
-        "p20": p20 if p20 is not None else median * 0.99,
-        "p80": p80 if p80 is not None else median * 1.01,
+        "p20": p20,
+        "p80": p80,
         "unit": unit,
         "samples": samples,
+        "upstream": upstream if upstream is not None else {"median": median, "p20": p20, "p80": p80},
+        "gpu_uuid": (gpu_uuid if gpu_uuid is not None else "GPU-5e1f0c2a-0000-4000-8000-000000000001")
+        if on_gpu
+        else "",
+        "gpu_state": {"before": nvml, "after": nvml, "throttled": []} if on_gpu else {},
+        "sampling": {
+            "protocol": "kernelindex-cuda-v1" if on_gpu else "kernelindex-cpu-v1",
+            "stop": "precision",
+            "precision": 0.004,
+            "target_precision": 0.005,
+            "confidence": 0.99,
+            "warmup_calls": 3,
+            "warmup_s": 0.03,
+            "timing_s": 0.4,
+            "setup_s": 0.2,
+            "upstream_s": 0.1,
+            "process_start_s": 0.0,
+        },
         "environment": {
-            "gpu_name": "NVIDIA H200" if gpu_slug != "cpu" else "",
+            "gpu_name": "NVIDIA H200" if on_gpu else "",
             "gpu_slug": gpu_slug,
             "driver": "580.65",
             "cuda": "13.0",
@@ -140,7 +188,7 @@ def harness_result(median, *, p20=None, p80=None, samples=None, gpu_slug="nvidia
             "liger_kernel": "0.8.5",
             "transformers": "4.57.1",
         },
-        "protocol": {"warmup_ms": 25, "rep_ms": 10, "samples_ms": 100},
+        "protocol": {"name": "kernelindex-cuda-v1" if on_gpu else "kernelindex-cpu-v1"},
         "log": "ran\n",
         "error": "",
         **extra,

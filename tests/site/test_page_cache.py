@@ -141,7 +141,10 @@ class TestEveryChangeIsShownOnTheNextRequest:
         )
         assert b"Same figure on our A100" not in client.get(run.get_absolute_url()).content
 
-    def test_a_rerun_result(self, client, registry):
+    def test_a_rerun_result(self, client, registry, settings):
+        # These runs publish a p20–p80 of ±2%, which no rerun can settle within the default ±2%:
+        # a wider tolerance lets this one agree, so that its new level must show at once.
+        settings.RERUN_TOLERANCE = 0.05
         run = BenchmarkRun.objects.select_related("implementation", "environment").get(pk=_run().pk)
         api = reverse("run-detail", args=[run.pk])
         assert client.get(api).json()["evidence_level"] == EvidenceLevel.REPORTED

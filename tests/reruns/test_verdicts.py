@@ -1,0 +1,354 @@
+"""A rerun's verdict (issue 12, part 2): an equivalence judgement on the relative difference of
+medians, its 95% interval against ±RERUN_TOLERANCE. Only `agrees` makes a run `reproduced`;
+`disagrees` diverges the job and opens an issue report; `inconclusive` changes nothing and says
+so. A run is judged under its own protocol: a controlled run on samples against samples, a source
+run on upstream's own do_bench figure."""
+
+import copy
+import json
+
+import numpy as np
+import pytest
+
+from attestations.models import IssueReport
+from registry.models import BenchmarkRun, EvidenceLevel, JobState, Kernel, RerunJob
+from registry.reruns import tasks
+from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_export, controlled_runs_load
+from registry.reruns.harness import stats
+from registry.reruns.services import (
+    job_claim,
+    job_message,
+    job_message_check,
+    measure_request,
+    rerun_record_result,
+    rerun_request,
+)
+from tests.reruns.conftest import harness_result, spread_samples
+
+pytestmark = pytest.mark.django_db
+
+CARD_A = "GPU-aaaaaaaa-0000-4000-8000-000000000001"
+CARD_B = "GPU-bbbbbbbb-0000-4000-8000-000000000002"
+
+
+def record(job: RerunJob, result: dict) -> RerunJob:
+    claim = job_claim(job_id=job.pk, gpu_slug=job.gpu_slug, worker_host="gpu-host-1")
+    assert claim.outcome == "claimed"
+    return rerun_record_result(job_id=job.pk, lease=claim.lease, result=result)
+
+
+def rerun(run: BenchmarkRun, result: dict) -> RerunJob:
+    return record(rerun_request(run=run), result)
+
+
+def noisy(median: float, count: int, seed: int, sigma: float) -> list[float]:
+    return list(median * np.random.default_rng(seed).lognormal(0.0, sigma, count))
+
+
+@pytest.fixture
+def controlled_run(h200_run):
+    """A run measured under kernelindex-cuda-v1 on card A: 41 samples within ±0.6% of 0.9 ms."""
+    job = measure_request(
+        kernel=Kernel.objects.get(slug="geglu"),
+        providers=["huggingface"],
+        operation_modes=["forward"],
+        metrics=["latency"],
+        workloads=[h200_run.workload],
+        gpu_slug="nvidia-h200",
+    ).created[0]
+    measured = record(job, harness_result(0.9, gpu_uuid=CARD_A))
+    assert measured.state == JobState.SUCCEEDED
+    return measured.result_run
+
+
+class TestAgrees:
+    def test_a_source_run_whose_interval_lies_inside_the_tolerance_is_reproduced(self, h200_run):
+        job = rerun(h200_run, harness_result(1.005))
+
+        assert (job.state, job.verdict) == (JobState.SUCCEEDED, "agrees")
+        assert -job.tolerance <= job.deviation_low <= job.deviation <= job.deviation_high <= job.tolerance
+        assert "The whole interval lies within ±2.0%" in job.verdict_note
+        h200_run.refresh_from_db()
+        assert h200_run.evidence_level == EvidenceLevel.REPRODUCED
+        assert not IssueReport.objects.exists()
+
+
+class TestDisagrees:
+    def test_the_job_diverges_one_issue_report_opens_and_the_level_stays(self, h200_run):
+        job = rerun(h200_run, harness_result(1.1))
+
+        assert (job.state, job.verdict) == (JobState.DIVERGED, "disagrees")
+        assert job.deviation_low > job.tolerance
+        assert "The whole interval lies outside ±2.0%" in job.verdict_note
+        report = IssueReport.objects.get()
+        assert (report.run_id, report.reporter, report.category) == (h200_run.pk, None, "wrong_value")
+        assert f"job #{job.pk}" in report.description and job.verdict_note in report.description
+        h200_run.refresh_from_db()
+        assert h200_run.evidence_level == EvidenceLevel.REPORTED
+
+    def test_a_reproduced_run_that_a_later_rerun_disagrees_with_keeps_its_level(self, h200_run):
+        assert rerun(h200_run, harness_result(1.0)).verdict == "agrees"
+
+        later = rerun(h200_run, harness_result(0.8))
+
+        assert later.state == JobState.DIVERGED
+        assert IssueReport.objects.count() == 1
+        h200_run.refresh_from_db()
+        assert h200_run.evidence_level == EvidenceLevel.REPRODUCED
+
+
+class TestInconclusive:
+    def test_the_level_is_unchanged_and_the_note_says_another_rerun_may_settle_it(self, h200_run):
+        # A single upstream call, its spread taken from the rerun's 30 noisy samples (±5%): it
+        # lands 0.5% from the record, yet cannot say within ±2%.
+        result = harness_result(
+            1.005,
+            samples=noisy(1.005, 30, seed=4, sigma=0.05),
+            upstream={"median": 1.005, "p20": 1.005, "p80": 1.005},
+        )
+        job = rerun(h200_run, result)
+
+        assert (job.state, job.verdict) == (JobState.SUCCEEDED, "inconclusive")
+        assert job.deviation == pytest.approx(0.005)
+        assert job.deviation_low < -job.tolerance or job.deviation_high > job.tolerance
+        assert job.deviation_low <= job.tolerance and job.deviation_high >= -job.tolerance
+        assert "another rerun may settle it" in job.verdict_note
+        assert "1 sample (one timed call)" in job.verdict_note
+        assert not IssueReport.objects.exists()
+        h200_run.refresh_from_db()
+        assert h200_run.evidence_level == EvidenceLevel.REPORTED
+
+    def test_no_samples_anywhere_leave_no_interval(self, h200_run, tmp_path):
+        from tests.reruns.conftest import csv_import, row
+
+        csv_import(tmp_path / "one-call.csv", [row("liger", "full", y=(2.0, 2.0, 2.0))])
+        run = BenchmarkRun.objects.get(implementation__provider="liger", operation_mode="full")
+        # An older harness: one call's figure, no samples of its own and no upstream figure.
+        job = rerun(run, harness_result(2.0, samples=[], p20=2.0, p80=2.0, upstream={}))
+
+        assert (job.verdict, job.deviation_low, job.deviation_high) == ("inconclusive", None, None)
+        assert "no interval" in job.verdict_note
+        run.refresh_from_db()
+        assert run.evidence_level == EvidenceLevel.REPORTED
+
+    def test_a_measured_run_stays_measured(self, controlled_run):
+        job = rerun(controlled_run, harness_result(0.9, samples=noisy(0.9, 12, seed=2, sigma=0.05)))
+
+        assert job.verdict == "inconclusive", (job.deviation_low, job.deviation_high)
+        controlled_run.refresh_from_db()
+        assert controlled_run.evidence_level == EvidenceLevel.MEASURED
+
+
+class TestControlledRunsOnSamples:
+    def test_a_controlled_run_is_judged_on_samples_against_samples(self, controlled_run):
+        measured = spread_samples(0.9)
+        again = [s * 1.001 for s in spread_samples(0.9)]
+        # Upstream's own do_bench figure is far off; a controlled run is not judged on it.
+        job = rerun(
+            controlled_run,
+            harness_result(0.9009, samples=again, upstream={"median": 2.0, "p20": 2.0, "p80": 2.0}),
+        )
+
+        point, low, high, how = stats.difference_interval(
+            stats.Side(samples=again), stats.Side(samples=measured)
+        )
+        assert "bootstrap" in how
+        assert (job.deviation, job.deviation_low, job.deviation_high) == (
+            pytest.approx(point),
+            pytest.approx(low),
+            pytest.approx(high),
+        )
+        assert job.deviation == pytest.approx(0.001)
+        assert job.deviation_low <= 0.001 <= job.deviation_high
+        assert (job.state, job.verdict, job.sampling["basis"]) == (JobState.SUCCEEDED, "agrees", "samples")
+        assert "KernelIndex-protocol samples" in job.verdict_note
+        assert "Rerun: 41 samples; recorded run: 41 samples" in job.verdict_note
+        controlled_run.refresh_from_db()
+        assert controlled_run.evidence_level == EvidenceLevel.REPRODUCED
+
+    def test_a_controlled_run_whose_rerun_samples_are_ten_percent_slower_diverges(self, controlled_run):
+        job = rerun(
+            controlled_run,
+            harness_result(
+                0.99, samples=spread_samples(0.99), upstream={"median": 0.9, "p20": 0.9, "p80": 0.9}
+            ),
+        )
+
+        assert (job.state, job.verdict) == (JobState.DIVERGED, "disagrees")
+        assert job.deviation == pytest.approx(0.1)
+        controlled_run.refresh_from_db()
+        assert controlled_run.evidence_level == EvidenceLevel.MEASURED
+
+    def test_the_verdict_says_whether_the_same_physical_gpu_measured_both(self, controlled_run):
+        same = rerun(controlled_run, harness_result(0.9, gpu_uuid=CARD_A))
+        other = rerun(controlled_run, harness_result(0.9, gpu_uuid=CARD_B))
+
+        assert (same.sampling["same_gpu"], other.sampling["same_gpu"]) == (True, False)
+
+    def test_a_source_run_has_no_card_to_compare_with(self, h200_run):
+        assert rerun(h200_run, harness_result(1.0)).sampling["same_gpu"] is None
+
+
+class TestWhatTheJobRecords:
+    def test_the_job_keeps_the_card_its_state_upstreams_figure_and_how_sampling_stopped(self, h200_run):
+        result = harness_result(1.0, gpu_uuid=CARD_B, upstream={"median": 1.001, "p20": 0.999, "p80": 1.003})
+        result["gpu_state"]["throttled"] = ["sw_power_cap"]
+        result["sampling"].update(stop="budget", precision=0.0071)
+
+        rerun(h200_run, result)
+
+        job = RerunJob.objects.get(run=h200_run)
+        assert job.gpu_uuid == CARD_B
+        assert job.gpu_state["throttled"] == ["sw_power_cap"]
+        assert job.gpu_state["before"]["sm_clock_mhz"] == 1980
+        assert job.upstream == {"median": 1.001, "p20": 0.999, "p80": 1.003}
+        assert (job.sampling["stop"], job.sampling["precision"]) == ("budget", 0.0071)
+        assert job.sampling["setup_s"] == 0.2 and job.sampling["timing_s"] == 0.4
+        assert job.samples == result["samples"]
+        assert job.tolerance == pytest.approx(0.02)
+
+    def test_a_malformed_upstream_figure_is_not_kept_and_the_protocols_figure_is_judged(self, h200_run):
+        result = harness_result(1.1, upstream={"median": 1.0, "p20": "fast"})
+
+        job = rerun(h200_run, result)
+
+        assert job.upstream == {}
+        assert job.deviation == pytest.approx(0.1)
+        assert job.verdict == "disagrees"
+
+
+class TestTheRerunAvoidsTheMeasuringCard:
+    def test_rerun_request_names_the_card_that_measured_the_run(self, controlled_run):
+        job = rerun_request(run=controlled_run)
+
+        assert job.avoid_gpu_uuid == CARD_A
+
+    def test_a_source_run_has_no_card_to_avoid(self, h200_run):
+        job = rerun_request(run=h200_run)
+
+        assert job.avoid_gpu_uuid == ""
+        assert "avoid_gpu" not in job_message(job)["signed"]
+
+    def test_the_signed_message_carries_the_card_and_the_signature_covers_it(self, controlled_run):
+        job = rerun_request(run=controlled_run)
+        message = job_message(job)
+
+        assert message["signed"]["avoid_gpu"] == CARD_A
+        assert job_message_check(job_id=job.pk, **message) == ""
+        tampered = copy.deepcopy(message)
+        tampered["signed"]["avoid_gpu"] = CARD_B
+        assert job_message_check(job_id=job.pk, **tampered) == "the signature does not match the job spec"
+
+    def test_the_measuring_cards_worker_hands_the_rerun_on_then_runs_it_when_no_other_takes_it(
+        self, controlled_run, monkeypatch
+    ):
+        sent, recorded = [], []
+        monkeypatch.setattr(tasks, "worker_gpu", lambda: ("nvidia-h200", CARD_A))
+        monkeypatch.setattr(tasks, "AVOID_PAUSE_S", 0)
+        monkeypatch.setattr(tasks.services, "job_send", lambda **kw: sent.append(kw))
+        monkeypatch.setattr(tasks, "_harness_run", lambda job_id, claim: harness_result(0.9, gpu_uuid=CARD_A))
+        monkeypatch.setattr(tasks.job_record, "apply_async", lambda **kw: recorded.append(kw))
+        job = rerun_request(run=controlled_run)
+        message = job_message(job)
+
+        outcome = tasks.job_execute.apply(args=[job.pk], kwargs=message).get()
+
+        assert outcome == "other_card"
+        assert [(s["queue"], s["message"]["passes"]) for s in sent] == [("gpu.nvidia-h200", 1)]
+        assert sent[0]["message"]["signed"] == message["signed"]
+        job.refresh_from_db()
+        assert (job.state, job.attempts) == (JobState.QUEUED, 0)
+
+        last = {**message, "passes": tasks.AVOID_PASSES}
+        assert tasks.job_execute.apply(args=[job.pk], kwargs=last).get() == "ok"
+        job.refresh_from_db()
+        assert (job.state, job.attempts) == (JobState.RUNNING, 1)
+        assert len(recorded) == 1 and len(sent) == 1
+
+    def test_another_cards_worker_runs_it_at_once(self, controlled_run, monkeypatch):
+        monkeypatch.setattr(tasks, "worker_gpu", lambda: ("nvidia-h200", CARD_B))
+        monkeypatch.setattr(tasks.services, "job_send", lambda **kw: pytest.fail("handed on"))
+        monkeypatch.setattr(tasks, "_harness_run", lambda job_id, claim: harness_result(0.9, gpu_uuid=CARD_B))
+        monkeypatch.setattr(tasks.job_record, "apply_async", lambda **kw: None)
+        job = rerun_request(run=controlled_run)
+
+        assert tasks.job_execute.apply(args=[job.pk], kwargs=job_message(job)).get() == "ok"
+        job.refresh_from_db()
+        assert (job.state, job.attempts) == (JobState.RUNNING, 1)
+
+
+def shipped_entry(level: str) -> dict:
+    """One run of the shipped H200 file at `level`, with its measure job and one succeeded rerun."""
+    document = json.loads((BUNDLED_CONTROLLED_DIR / "nvidia-h200-geglu.json").read_text())
+    entry = next(
+        e
+        for e in document["runs"]
+        if e["run"]["evidence_level"] == level
+        and any(j["role"] == "rerun" and j["state"] == "succeeded" for j in e["jobs"])
+    )
+    return {**document, "runs": [entry]}
+
+
+def load(document: dict, tmp_path) -> BenchmarkRun:
+    path = tmp_path / "runs.json"
+    path.write_text(json.dumps(document))
+    controlled_runs_load(path=path)
+    return BenchmarkRun.objects.get(digest=document["runs"][0]["run"]["digest"])
+
+
+class TestTheLoaderAsksForAVerdict:
+    @pytest.fixture
+    def reproduced_entry(self):
+        document = shipped_entry("reproduced")
+        reruns = [j for j in document["runs"][0]["jobs"] if j["role"] == "rerun"]
+        for job in reruns:
+            job.pop("verdict", None)  # judged by the old fixed tolerance: no verdict
+        return document
+
+    def test_a_reproduced_run_whose_reruns_have_no_verdict_loads_at_measured_with_its_history(
+        self, reproduced_entry, tmp_path
+    ):
+        run = load(reproduced_entry, tmp_path)
+
+        assert run.evidence_level == EvidenceLevel.MEASURED
+        history = RerunJob.objects.filter(run=run, kind="rerun")
+        assert history.count() == len(
+            [j for j in reproduced_entry["runs"][0]["jobs"] if j["role"] == "rerun"]
+        )
+        assert history.filter(state=JobState.SUCCEEDED).exists()
+
+    def test_an_inconclusive_verdict_does_not_carry_the_level_either(self, reproduced_entry, tmp_path):
+        for job in reproduced_entry["runs"][0]["jobs"]:
+            if job["role"] == "rerun":
+                job["verdict"] = "inconclusive"
+
+        assert load(reproduced_entry, tmp_path).evidence_level == EvidenceLevel.MEASURED
+
+    def test_a_reproduced_run_with_an_agreeing_verdict_stays_reproduced(self, reproduced_entry, tmp_path):
+        rerun_job = next(
+            j
+            for j in reproduced_entry["runs"][0]["jobs"]
+            if j["role"] == "rerun" and j["state"] == "succeeded"
+        )
+        rerun_job.update(verdict="agrees", deviation_low=-0.004, deviation_high=0.006)
+
+        run = load(reproduced_entry, tmp_path)
+
+        assert run.evidence_level == EvidenceLevel.REPRODUCED
+        assert RerunJob.objects.get(run=run, verdict="agrees").deviation_high == 0.006
+
+    def test_a_run_reproduced_here_exports_and_loads_reproduced_elsewhere(self, controlled_run, tmp_path):
+        assert rerun(controlled_run, harness_result(0.9, gpu_uuid=CARD_B)).verdict == "agrees"
+        document = controlled_runs_export(runs=BenchmarkRun.objects.filter(pk=controlled_run.pk))
+        digest = controlled_run.digest
+        RerunJob.objects.all().delete()
+        BenchmarkRun.objects.filter(pk=controlled_run.pk).delete()
+
+        path = tmp_path / "export.json"
+        path.write_text(json.dumps(document))
+        controlled_runs_load(path=path)
+
+        loaded = BenchmarkRun.objects.get(digest=digest)
+        assert loaded.evidence_level == EvidenceLevel.REPRODUCED
+        job = RerunJob.objects.get(run=loaded)
+        assert (job.verdict, job.gpu_uuid) == ("agrees", CARD_B)
