@@ -142,6 +142,8 @@ def start(options: dict) -> dict:
 
 
 def run(state: dict, plan: dict) -> dict:
+    if plan["entry"] == "distributed":  # a tensor-parallel script's per-rank functions
+        return _load_sibling("distributed").run(state, plan)
     torch, utils, recorder, nvml = state["torch"], state["utils"], state["recorder"], state["nvml"]
     recorder.calls, recorder.settings, recorder.plan_began = [], plan["protocol"], time.perf_counter()
     before = nvml.state() if nvml else {}

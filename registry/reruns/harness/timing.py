@@ -7,7 +7,8 @@ The work timed is upstream's: the callable that liger-kernel's benchmark code ha
 - warm-up: calls until at least `warmup_ms` and `warmup_calls` have passed;
 - each sample: one call, timed with a pair of CUDA events, after the gradients upstream names are
   cleared and a buffer of at least twice the L2 cache is written (so no call finds the previous
-  call's data in L2);
+  call's data in L2), and behind a spin kernel that keeps the GPU busy while the host queues the
+  call (so the events time the device's work, not the host's kernel launches);
 - stop on precision: once there are `min_samples`, every `check_every` samples, when the
   distribution-free `confidence` interval of the median lies within ±`precision` of the median;
   or when `budget_s` of sampling has passed, whichever comes first (the result says which).
@@ -51,10 +52,11 @@ def sample(torch, fn, *, grad_to_none, settings: dict, device: str, precision_of
             torch.cuda.synchronize()
         warmup_calls += 1
     warmed = time.perf_counter()
+    lead_cycles = _lead_cycles(torch, fn) if cuda else 0
     samples, stop, precision = [], "budget", float("inf")
     deadline = warmed + settings["budget_s"]
     while True:
-        samples.extend(_timed_batch(torch, fn, grad_to_none, flush, settings["check_every"], cuda))
+        samples.extend(_timed_batch(torch, fn, grad_to_none, flush, settings["check_every"], lead_cycles))
         if len(samples) >= settings["min_samples"]:
             precision = precision_of(samples)
             if precision <= settings["precision"]:
@@ -74,11 +76,12 @@ def sample(torch, fn, *, grad_to_none, settings: dict, device: str, precision_of
         "warmup_s": warmed - began,
         "timing_s": finished - warmed,
         "flush_bytes": flush.numel() if flush is not None else 0,
+        "lead_cycles": lead_cycles,
     }
 
 
-def _timed_batch(torch, fn, grad_to_none, flush, count: int, cuda: bool) -> list[float]:
-    if not cuda:
+def _timed_batch(torch, fn, grad_to_none, flush, count: int, lead_cycles: int) -> list[float]:
+    if flush is None:
         times = []
         for _ in range(count):
             _clear_grads(grad_to_none)
@@ -90,6 +93,9 @@ def _timed_batch(torch, fn, grad_to_none, flush, count: int, cuda: bool) -> list
     for _ in range(count):
         _clear_grads(grad_to_none)
         flush.zero_()
+        # The GPU spins while the host queues the call: the events then time the device's work,
+        # not the gaps of a host that launches kernels slower than the GPU runs them.
+        torch.cuda._sleep(lead_cycles)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()
@@ -97,6 +103,17 @@ def _timed_batch(torch, fn, grad_to_none, flush, count: int, cuda: bool) -> list
         pairs.append((start, end))
     torch.cuda.synchronize()
     return [start.elapsed_time(end) for start, end in pairs]
+
+
+def _lead_cycles(torch, fn) -> int:
+    """GPU clock cycles to spin before each sample: twice the host's time to queue one call (at
+    most 20 ms, at least 50 µs), at the nominal 2 GHz of an H200's SM clock."""
+    torch.cuda.synchronize()
+    began = time.perf_counter()
+    fn()
+    queued = time.perf_counter() - began
+    torch.cuda.synchronize()
+    return int(min(max(2 * queued, 50e-6), 20e-3) * 2e9)
 
 
 def _clear_grads(grad_to_none) -> None:
