@@ -19,8 +19,9 @@ SLOW_GEGLU = (
     '{"bsz": 2, "hidden_size": 512, "intermediate_size": 1024, '
     '"hidden_act": "gelu_pytorch_tanh", "dtype": "torch.float32"}'
 )
-# Recorded near what a CPU measures; the worker tests' RERUN_TOLERANCE (a factor of 5) covers a
-# busy machine, so a completed rerun makes the run reproduced.
+# Recorded near what a CPU measures: its rerun is judged on upstream's do_bench figure against
+# this p20–p80, and the worker tests' RERUN_TOLERANCE (±400%) holds that interval on a busy
+# machine, so a completed rerun agrees and makes the run reproduced.
 SLOW_ROW = row("huggingface", "forward", gpu="cpu", y=(70.0, 68.0, 72.0), x=256, config=SLOW_GEGLU)
 
 

@@ -24,7 +24,9 @@ class FaultWorker(Worker):
     `beat=True` it runs celery beat too, so the reconciler runs every JOB_RECONCILE_INTERVAL."""
 
     def __init__(self, log_dir: Path, *, beat: bool = False, **env):
-        super().__init__(log_dir, **env)
+        # The protocol's own 3 s sampling budget, not the pipeline tests' 0.3 s: a fault test
+        # interrupts a job while it runs, so a job must run for seconds.
+        super().__init__(log_dir, **{"CONTROLLED_TIMING_BUDGET": "3", **env})
         self.beat = beat
 
     def command(self) -> list[str]:

@@ -63,25 +63,32 @@ class TestCpuRunReproduced:
         assert measure.state == JobState.SUCCEEDED, measure.error
         run = measure.result_run
         assert (run.evidence_level, run.environment.slug, run.unit) == ("measured", "cpu", "ms")
+        assert run.protocol.comparability_family == "kernelindex/cpu-v1"
         assert len(measure.samples) >= 10
+        assert measure.sampling["protocol"] == "kernelindex-cpu-v1"
+        assert measure.sampling["stop"] in ("precision", "budget")
+        assert set(measure.upstream) == {"median", "p20", "p80"}
         assert measure.environment["torch"]
 
         levels = []
         rerun = finished(rerun_request(run=run), worker, watch=run, levels=levels)
 
-        assert rerun.state == JobState.SUCCEEDED, (rerun.error, rerun.deviation, rerun.tolerance)
+        interval = (rerun.error, rerun.deviation_low, rerun.deviation_high, rerun.tolerance)
+        assert (rerun.state, rerun.verdict) == (JobState.SUCCEEDED, "agrees"), interval
         assert set(levels) == {"measured"}  # never changed while queued or running
         run.refresh_from_db()
         assert run.evidence_level == "reproduced"
         assert (rerun.attempts, rerun.environment["gpu_slug"]) == (1, "cpu")
-        assert abs(rerun.deviation) <= rerun.tolerance
+        assert rerun.sampling["basis"] == "samples"  # its own protocol: samples against samples
+        assert -rerun.tolerance <= rerun.deviation_low <= rerun.deviation_high <= rerun.tolerance
 
 
 class TestOutcomesThatLeaveTheLevel:
     def test_a_rerun_that_disagrees_is_diverged_and_leaves_the_level(self, worker, far_off_cpu_run):
         job = finished(rerun_request(run=far_off_cpu_run), worker)
-        assert job.state == JobState.DIVERGED, job.error
+        assert (job.state, job.verdict) == (JobState.DIVERGED, "disagrees"), job.error
         assert job.deviation > 1000
+        assert job.deviation_low > job.tolerance
         far_off_cpu_run.refresh_from_db()
         assert far_off_cpu_run.evidence_level == "reported"
 
