@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""The figures the README gives for the shipped controlled runs, read from the files themselves
+(standard library and numpy): coverage, verdicts, rerun-to-rerun differences, sampling and where
+the host's seconds went.
+
+    python3 scripts/controlled_figures.py [registry/data/controlled-runs]
+"""
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+FOLDER = Path(__file__).resolve().parent.parent / "registry" / "data" / "controlled-runs"
+
+
+def main(folder: Path) -> None:
+    verdicts, legacy, stops = Counter(), Counter(), Counter()
+    kernels, differences, samples, seconds = set(), [], [], []
+    runs = other_card = 0
+    for path in sorted(folder.glob("*.json")):
+        for entry in json.loads(path.read_text())["runs"]:
+            run, jobs = entry["run"], entry["jobs"]
+            # Runs of the older protocol carry no sampling record on their measure job.
+            old = any(job["kind"] == "measure" and not job.get("sampling") for job in jobs)
+            if not old:
+                runs += 1
+                kernels.add(entry["kernel"]["slug"])
+            for job in jobs:
+                sampling = job.get("sampling") or {}
+                if job["kind"] == "measure" and not old:
+                    seconds.append([sampling.get(k, 0) for k in ("process_start_s", "setup_s", "upstream_s", "warmup_s", "timing_s")])
+                    if run["metric"] == "latency":
+                        stops[sampling.get("stop")] += 1
+                        samples.append(len(job["samples"]))
+                if job["kind"] != "rerun" or not job.get("verdict"):
+                    continue
+                if old:
+                    legacy[(run["metric"], job["verdict"])] += 1
+                    continue
+                verdicts[(run["metric"], job["verdict"])] += 1
+                other_card += sampling.get("same_gpu") is False
+                if run["metric"] == "latency":
+                    differences.append((abs(job["deviation"]), run["median"]))
+    total = sum(verdicts.values())
+    agree = sum(n for (_, verdict), n in verdicts.items() if verdict == "agrees")
+    print(f"runs under KernelIndex's protocols: {runs}, kernels: {len(kernels)}")
+    print(f"reruns with a verdict: {total} ({other_card} on the other card); agree: {agree} ({agree / total:.0%})")
+    for key, count in sorted(verdicts.items()):
+        print(f"  {key[0]:8} {key[1]:13} {count}")
+    for label, keep in (("1 ms or more", lambda m: m >= 1), ("under 1 ms", lambda m: m < 1)):
+        values = np.array([d for d, median in differences if keep(median)])
+        if values.size:
+            print(
+                f"|difference| of medians, speed workloads {label}: n={values.size}, median {np.median(values):.2%}, "
+                f"95th percentile {np.quantile(values, 0.95):.2%}, within 1%: {(values <= 0.01).mean():.0%}"
+            )
+    print(f"latency sampling stopped on: {dict(stops)}; median samples {np.median(samples):.0f}")
+    split = np.array(seconds).sum(axis=0)
+    print(
+        "host seconds over {} measure jobs: process start {:.0f}, setup {:.0f}, upstream call {:.0f}, "
+        "warm-up {:.0f}, timing {:.0f}; overhead / timing {:.0%}".format(
+            len(seconds), *split, (split[0] + split[1] + split[3]) / split[4]
+        )
+    )
+    print(f"older-protocol runs, rerun under their own protocol: {dict(legacy)}")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else FOLDER)
