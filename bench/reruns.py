@@ -26,8 +26,8 @@ from django.conf import settings
 
 from registry.importers.liger import COLUMNS
 from registry.models import JobState, Kernel, RerunJob, Workload
-from registry.services import liger_import
 from registry.reruns.services import measure_request
+from registry.services import liger_import
 
 ROOT = Path(__file__).resolve().parent.parent
 FINISHED = {JobState.SUCCEEDED, JobState.DIVERGED, JobState.FAILED, JobState.CANCELLED}

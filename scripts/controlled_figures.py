@@ -31,7 +31,12 @@ def main(folder: Path) -> None:
             for job in jobs:
                 sampling = job.get("sampling") or {}
                 if job["kind"] == "measure" and not old:
-                    seconds.append([sampling.get(k, 0) for k in ("process_start_s", "setup_s", "upstream_s", "warmup_s", "timing_s")])
+                    seconds.append(
+                        [
+                            sampling.get(k, 0)
+                            for k in ("process_start_s", "setup_s", "upstream_s", "warmup_s", "timing_s")
+                        ]
+                    )
                     if run["metric"] == "latency":
                         stops[sampling.get("stop")] += 1
                         samples.append(len(job["samples"]))
@@ -47,7 +52,9 @@ def main(folder: Path) -> None:
     total = sum(verdicts.values())
     agree = sum(n for (_, verdict), n in verdicts.items() if verdict == "agrees")
     print(f"runs under KernelIndex's protocols: {runs}, kernels: {len(kernels)}")
-    print(f"reruns with a verdict: {total} ({other_card} on the other card); agree: {agree} ({agree / total:.0%})")
+    print(
+        f"reruns with a verdict: {total} ({other_card} on the other card); agree: {agree} ({agree / total:.0%})"
+    )
     for key, count in sorted(verdicts.items()):
         print(f"  {key[0]:8} {key[1]:13} {count}")
     for label, keep in (("1 ms or more", lambda m: m >= 1), ("under 1 ms", lambda m: m < 1)):

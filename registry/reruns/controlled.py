@@ -16,7 +16,6 @@ from django.db import transaction
 
 from registry.cache import generation_bump
 from registry.models import (
-    Verdict,
     ACTIVE_JOB_STATES,
     BenchmarkRun,
     EvidenceLevel,
@@ -25,6 +24,7 @@ from registry.models import (
     Kernel,
     RerunJob,
     Source,
+    Verdict,
     Workload,
 )
 from registry.reruns.services.measured_run import (
@@ -151,7 +151,11 @@ def _evidence_check(fields: dict, jobs: list, where: str) -> str:
     measured = any(j["role"] == "measured" and j["state"] == JobState.SUCCEEDED for j in jobs)
     if not measured:
         raise ImportRejected(f"{where}: level {level!r} without the measure job that made the run")
-    reruns = [j for j in jobs if j["role"] == "rerun" and j["kind"] == JobKind.RERUN and j["state"] == JobState.SUCCEEDED]
+    reruns = [
+        j
+        for j in jobs
+        if j["role"] == "rerun" and j["kind"] == JobKind.RERUN and j["state"] == JobState.SUCCEEDED
+    ]
     if level == EvidenceLevel.REPRODUCED and not reruns:
         raise ImportRejected(f"{where}: level 'reproduced' without a succeeded rerun job")
     if level == EvidenceLevel.REPRODUCED and not any(j.get("verdict") == Verdict.AGREES for j in reruns):

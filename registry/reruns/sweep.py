@@ -28,7 +28,11 @@ from registry.reruns.services.worker import job_spec
 from registry.services.imports import BUNDLED_LIGER_CSV, liger_import
 
 FINISHED = (JobState.SUCCEEDED, JobState.DIVERGED, JobState.FAILED, JobState.CANCELLED)
-MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+MULTICAST_OFF = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
 FINISH_GRACE_S = 30  # after the deadline, how long running jobs may take to finish
 MAX_MEASURE_ATTEMPTS = 2  # a target whose measure job failed twice is reported, not tried again
 
@@ -94,14 +98,18 @@ def targets(*, gpu_slug: str, kernels: list[str] | None = None) -> list[Target]:
 def measured_targets(*, gpu_slug: str) -> dict[Target, BenchmarkRun]:
     """The controlled runs of this GPU model under the current protocol, by target."""
     device = "cpu" if gpu_slug == "cpu" else "cuda"
-    families = {protocol_for(device=device, metric=metric)["comparabilityFamily"] for metric in ("latency", "memory")}
+    families = {
+        protocol_for(device=device, metric=metric)["comparabilityFamily"] for metric in ("latency", "memory")
+    }
     runs = BenchmarkRun.objects.filter(
         source__slug=controlled.CONTROLLED_SOURCE["slug"],
         environment__slug=gpu_slug,
         protocol__comparability_family__in=families,
     ).select_related("kernel", "implementation")
     return {
-        Target(run.kernel.slug, run.workload_id, run.implementation.provider, run.operation_mode, run.metric): run
+        Target(
+            run.kernel.slug, run.workload_id, run.implementation.provider, run.operation_mode, run.metric
+        ): run
         for run in runs
     }
 
@@ -120,7 +128,17 @@ class Fleet:
                 env["CUDA_VISIBLE_DEVICES"] = str(index)
             command = [*base, "-Q", f"gpu.{gpu_slug}", "-c", "1", "-n", f"gpu{index}@%h", "-l", "info"]
             self._start(command, env, root, log_dir / f"worker-gpu{index}.log")
-        command = [*base, "-Q", settings.CELERY_TASK_DEFAULT_QUEUE, "-c", "2", "-n", "recorder@%h", "-l", "info"]
+        command = [
+            *base,
+            "-Q",
+            settings.CELERY_TASK_DEFAULT_QUEUE,
+            "-c",
+            "2",
+            "-n",
+            "recorder@%h",
+            "-l",
+            "info",
+        ]
         self._start(command, {**os.environ, **MULTICAST_OFF}, root, log_dir / "worker-recorder.log")
 
     def _start(self, command, env, root, log: Path):
@@ -167,7 +185,9 @@ def sweep(
     to_rerun = deque(run for t, run in done.items() if t in wanted and reruns and not _has_rerun(run))
     if reruns and resume:
         to_rerun.extend(_legacy_runs(gpu_slug, kernels))
-    log(f"{len(todo)} targets: {len(done)} measured already, {len(pending)} to measure, {len(to_rerun)} to rerun")
+    log(
+        f"{len(todo)} targets: {len(done)} measured already, {len(pending)} to measure, {len(to_rerun)} to rerun"
+    )
     fleet = Fleet(gpu_slug=gpu_slug, gpus=gpus, log_dir=out / "logs")
     in_flight: dict[int, Target | None] = {}
     attempts: dict[Target, int] = defaultdict(int)
@@ -186,7 +206,9 @@ def sweep(
         for job_id in list(in_flight):
             job_cancel(job=RerunJob.objects.get(pk=job_id))
         grace_end = time.monotonic() + FINISH_GRACE_S
-        while time.monotonic() < grace_end and RerunJob.objects.filter(pk__in=list(in_flight)).active().exists():
+        while (
+            time.monotonic() < grace_end and RerunJob.objects.filter(pk__in=list(in_flight)).active().exists()
+        ):
             time.sleep(0.5)
         _collect(in_flight, pending, to_rerun, attempts, figures, reruns)
     finally:
@@ -261,7 +283,9 @@ def _send_rerun(run: BenchmarkRun, in_flight, log) -> None:
 
 
 def _collect(in_flight, pending, to_rerun, attempts, figures: Progress, reruns: bool) -> None:
-    finished = RerunJob.objects.filter(pk__in=list(in_flight), state__in=FINISHED).select_related("result_run")
+    finished = RerunJob.objects.filter(pk__in=list(in_flight), state__in=FINISHED).select_related(
+        "result_run"
+    )
     for job in finished:
         target = in_flight.pop(job.pk)
         if job.kind == JobKind.RERUN:
@@ -288,8 +312,15 @@ def throughput(*, gpu_slug: str, gpus: int, count: int, out: Path, deadline_s: f
     for workers in (1, gpus):
         began = timezone.now()
         outcome = sweep(
-            gpu_slug=gpu_slug, gpus=workers, out=out, deadline_s=deadline_s / 2, limit=count,
-            reruns=False, export=False, resume=False, log=log,
+            gpu_slug=gpu_slug,
+            gpus=workers,
+            out=out,
+            deadline_s=deadline_s / 2,
+            limit=count,
+            reruns=False,
+            export=False,
+            resume=False,
+            log=log,
         )
         jobs = RerunJob.objects.filter(created_at__gte=began, kind=JobKind.MEASURE, state=JobState.SUCCEEDED)
         first, last = _span(jobs)

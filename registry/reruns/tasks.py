@@ -19,7 +19,6 @@ from django.db import InterfaceError, OperationalError, connection
 
 from registry.reruns import services
 
-
 logger = logging.getLogger(__name__)
 TRANSIENT_ERRORS = (OperationalError, InterfaceError)
 WRONG_GPU_DELAY_S = 30

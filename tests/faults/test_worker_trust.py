@@ -11,10 +11,10 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
+from registry.models import BenchmarkRun, JobState, RerunJob, Workload
 from registry.reruns import tasks
 from registry.reruns.harness import KERNELS, run_job_spec
 from registry.reruns.harness.spec import Refused, plan_for
-from registry.models import BenchmarkRun, JobState, RerunJob, Workload
 from registry.reruns.services import job_claim, job_message, job_send, rerun_request
 from tests.faults.support import needs_redis, small_cpu_rows
 from tests.faults.workers import FaultWorker, until

@@ -7,8 +7,8 @@ import pytest
 from django.apps import apps
 
 from registry.models import BenchmarkRun
-from registry.services import liger_import
 from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_export, controlled_runs_load
+from registry.services import liger_import
 from registry.services.run_keys import RUN_KEY_SOURCES, run_keys_fill
 from tests.registry.csvdata import bundled_rows, write_csv
 

@@ -9,7 +9,14 @@ from django.test import override_settings
 from django.utils import timezone
 
 from registry.models import JobState, RerunJob
-from registry.reruns.services import JobRefused, job_claim, job_heartbeat, job_result_sent, jobs_reconcile, rerun_request
+from registry.reruns.services import (
+    JobRefused,
+    job_claim,
+    job_heartbeat,
+    job_result_sent,
+    jobs_reconcile,
+    rerun_request,
+)
 
 pytestmark = pytest.mark.django_db
 

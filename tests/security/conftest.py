@@ -25,8 +25,8 @@ from rest_framework.authtoken.models import Token
 from attestations import services as attestation_services
 from attestations.models import IssueReport
 from registry.models import BenchmarkRun, RerunJob, SourceSync
-from registry.services import liger_import
 from registry.reruns.services import rerun_request
+from registry.services import liger_import
 from tests.attestations.conftest import (  # noqa: F401 (autouse fixtures, shared with the attestations tests)
     REFERENCE_ID,
     clean_cache,

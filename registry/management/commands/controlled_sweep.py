@@ -17,8 +17,12 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--out", type=Path, default=BUNDLED_CONTROLLED_DIR)
-        parser.add_argument("--gpus", type=int, default=1, help="Workers, one per GPU (CUDA_VISIBLE_DEVICES).")
-        parser.add_argument("--deadline", type=float, default=540, help="Seconds before it stops and exports.")
+        parser.add_argument(
+            "--gpus", type=int, default=1, help="Workers, one per GPU (CUDA_VISIBLE_DEVICES)."
+        )
+        parser.add_argument(
+            "--deadline", type=float, default=540, help="Seconds before it stops and exports."
+        )
         parser.add_argument("--kernel", action="append", default=[], help="Only this kernel; repeatable.")
         parser.add_argument("--limit", type=int, default=None, help="Only the first N targets.")
         parser.add_argument("--gpu", default="", help="GPU model slug (default: this host's).")

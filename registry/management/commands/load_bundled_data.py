@@ -3,8 +3,8 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from registry.services import ImportRejected, bundled_data_load
 from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_load
+from registry.services import ImportRejected, bundled_data_load
 
 
 class Command(BaseCommand):

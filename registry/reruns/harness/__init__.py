@@ -24,7 +24,17 @@ from registry.reruns.harness.spec import Refused, plan_for
 __all__ = ["KERNELS", "LIGER_KERNEL_VERSION", "local_gpu", "local_gpu_slug", "protocol_for", "run_job_spec"]
 
 # What a harness answer carries into the job's result, beside status, log and protocol.
-RESULT_FIELDS = ("median", "p20", "p80", "unit", "samples", "environment", "upstream", "gpu_uuid", "gpu_state")
+RESULT_FIELDS = (
+    "median",
+    "p20",
+    "p80",
+    "unit",
+    "samples",
+    "environment",
+    "upstream",
+    "gpu_uuid",
+    "gpu_state",
+)
 COMPARABILITY = (
     "Comparable only with KernelIndex-controlled runs of the same kernel, workload, timed pass, "
     "GPU model and protocol."
@@ -138,8 +148,7 @@ def protocol_for(*, device: str, metric: str) -> dict:
         "stopping": {**stopping, "l2FlushFactor": timing["flush_factor"]},
         "notes": "The upstream setup and the callable upstream hands to do_bench, sampled by "
         "KernelIndex's loop (docs/protocol.md): each sample one call timed with CUDA events after "
-        "a write of twice the L2 cache. Upstream's own do_bench figure is kept beside it. "
-        + COMPARABILITY,
+        "a write of twice the L2 cache. Upstream's own do_bench figure is kept beside it. " + COMPARABILITY,
     }
 
 

@@ -46,7 +46,10 @@ def sample(torch, fn, *, grad_to_none, settings: dict, device: str, precision_of
     flush = _flush_buffer(torch, settings) if cuda else None
     began = time.perf_counter()
     warmup_calls = 0
-    while warmup_calls < settings["warmup_calls"] or (time.perf_counter() - began) * 1000 < settings["warmup_ms"]:
+    while (
+        warmup_calls < settings["warmup_calls"]
+        or (time.perf_counter() - began) * 1000 < settings["warmup_ms"]
+    ):
         fn()
         if cuda:
             torch.cuda.synchronize()
@@ -174,8 +177,9 @@ class Nvml:
 
 
 def _reasons(nvml, handle) -> list[str]:
-    read = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-        nvml, "nvmlDeviceGetCurrentClocksThrottleReasons"
+    read = (
+        getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
     )
     mask = read(handle)
     return [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
@@ -183,7 +187,9 @@ def _reasons(nvml, handle) -> list[str]:
 
 def throttled(*states: dict) -> list[str]:
     """The slow-down reasons present in any of the readings."""
-    return sorted({reason for state in states for reason in (state.get("reasons") or []) if reason in SLOWDOWNS})
+    return sorted(
+        {reason for state in states for reason in (state.get("reasons") or []) if reason in SLOWDOWNS}
+    )
 
 
 def _text(value) -> str:

@@ -99,7 +99,11 @@ def _rerun_judge(job: RerunJob) -> None:
         new, old, basis = stats.Side(samples=job.samples), stats.Side(samples=measured_by.samples), "samples"
     else:
         upstream = job.upstream or {"median": job.median, "p20": job.p20, "p80": job.p80}
-        new, old, basis = stats.Side(**upstream), stats.Side(median=run.median, p20=run.p20, p80=run.p80), "upstream"
+        new, old, basis = (
+            stats.Side(**upstream),
+            stats.Side(median=run.median, p20=run.p20, p80=run.p80),
+            "upstream",
+        )
     point, low, high, how = stats.difference_interval(new, old, spread_from=job.samples)
     job.tolerance = settings.RERUN_TOLERANCE
     job.deviation, job.deviation_low, job.deviation_high = point, low, high
@@ -117,7 +121,9 @@ def _rerun_judge(job: RerunJob) -> None:
         return
     job.state = JobState.SUCCEEDED
     if job.verdict == Verdict.AGREES and run.evidence_level != EvidenceLevel.REPRODUCED:
-        BenchmarkRun.objects.filter(pk=run.pk).update(evidence_level=EvidenceLevel.REPRODUCED, updated_at=timezone.now())
+        BenchmarkRun.objects.filter(pk=run.pk).update(
+            evidence_level=EvidenceLevel.REPRODUCED, updated_at=timezone.now()
+        )
 
 
 def _verdict_note(job: RerunJob, new, old, how: str, basis: str) -> str:
