@@ -35,9 +35,15 @@ class TestPlainPyTorchProvidersRunOnTheCpu:
         assert environment["python"].count(".") == 2
         assert environment["host"]
         protocol = result["protocol"]
-        assert protocol["comparabilityFamily"] == "kernelindex/cpu-wall-clock"
+        assert protocol["comparabilityFamily"] == "kernelindex/cpu-v1"
+        assert protocol["name"] == "kernelindex-cpu-v1"
         assert protocol["statistic"] == "median"
         assert "perf_counter" in protocol["timer"]
+        sampling = result["sampling"]
+        assert sampling["protocol"] == "kernelindex-cpu-v1"
+        assert sampling["stop"] in ("precision", "budget")
+        assert len(result["samples"]) >= min(30, len(result["samples"])) > 0
+        assert result["upstream"]["p20"] <= result["upstream"]["median"] <= result["upstream"]["p80"]
 
     def test_rms_norm_from_the_bundled_data_layout_runs(self):
         """The bundled rms_norm rows sweep H over M rows; 0.8.5 takes x as rows."""

@@ -2,7 +2,6 @@
 included), not the API, not attestations. Only the worker path, `rerun_record_result`, does."""
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from attestations.models import Attestation
@@ -14,11 +13,6 @@ from tests.security.conftest import ROLES
 pytestmark = pytest.mark.django_db
 
 FORGED = {"evidence_level": EvidenceLevel.REPRODUCED}
-
-
-@pytest.fixture
-def superuser(world):
-    return get_user_model().objects.create_superuser("root", "root@example.org", "pw")
 
 
 def change_form_data(response) -> dict:
@@ -48,18 +42,19 @@ def assert_level_untouched(run):
 
 
 class TestTheAdminCannotWriteIt:
-    def test_a_superusers_change_form_saves_other_fields_but_ignores_the_level(
+    def test_a_superusers_change_form_is_read_only_and_a_forged_post_changes_nothing(
         self, client, superuser, world
     ):
         client.force_login(superuser)
         url = reverse("admin:registry_benchmarkrun_change", args=[world.run.pk])
-        data = change_form_data(client.get(url))
-        assert "evidence_level" not in data  # read-only: not even a field of the form
-        data.update(FORGED, correctness_note="checked by hand")
-        response = client.post(url, data)
-        assert response.status_code == 302, response.context["adminform"].form.errors
+        page = client.get(url)
+        assert page.status_code == 200
+        assert "evidence_level" not in change_form_data(page)  # not even a field of the form
+        note = world.run.correctness_note
+        response = client.post(url, {**FORGED, "correctness_note": "checked by hand"})
+        assert response.status_code == 403
         world.run.refresh_from_db()
-        assert world.run.correctness_note == "checked by hand"  # the form did save
+        assert world.run.correctness_note == note  # a published record is not edited by hand
         assert_level_untouched(world.run)
 
     def test_a_superusers_add_form_cannot_create_a_reproduced_run(self, client, superuser, world):

@@ -194,7 +194,7 @@ class TestNobodyWithASessionGetsAStoredPage:
         client.force_login(user)
         response = client.get(url)
         assert page_cache.HIT_HEADER not in response
-        assert b"Sign out (ada)" in response.content
+        assert b"Account (ada)" in response.content
 
     def test_a_signed_in_users_page_is_never_stored(self, client, registry, django_user_model):
         url = reverse("registry:home")
