@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.urls import reverse
+from django.utils import timezone
 
 
 class EvidenceLevel(models.TextChoices):
@@ -68,12 +69,34 @@ class SourceImport(models.Model):
     superseded = models.PositiveIntegerField(default=0)
     withdrawn = models.PositiveIntegerField(default=0)
     restored = models.PositiveIntegerField(default=0, help_text="Withdrawn runs listed again.")
+    # Which upstream state the file is, and when: a version of the repository's history carries
+    # its commit, author date and pull request. An import older than one already made (a history
+    # imported after a release) adds the values it published but no longer speaks for what is
+    # listed now: `as_of` orders the imports of a source.
+    as_of = models.DateTimeField(
+        default=timezone.now,
+        help_text="When upstream published this file: a commit's date, else the import's.",
+    )
+    upstream_commit = models.CharField(max_length=40, blank=True, db_index=True)
+    pull_request = models.PositiveIntegerField(null=True, blank=True)
+    subject = models.CharField(max_length=500, blank=True, help_text="The commit's subject line.")
+    kernels = models.JSONField(
+        default=list, blank=True, help_text="Kernels this version published new values of."
+    )
 
     class Meta:
         ordering = ["-imported_at", "-pk"]
 
     def __str__(self):
         return f"{self.source} · {self.filename} · {self.imported_at:%Y-%m-%d %H:%M}"
+
+    @property
+    def commit_url(self) -> str:
+        return f"{self.source.url.rstrip('/')}/commit/{self.upstream_commit}" if self.upstream_commit else ""
+
+    @property
+    def pull_request_url(self) -> str:
+        return f"{self.source.url.rstrip('/')}/pull/{self.pull_request}" if self.pull_request else ""
 
 
 class Kernel(models.Model):
@@ -208,6 +231,13 @@ class BenchmarkRun(models.Model):
     )
     first_import = models.ForeignKey(
         SourceImport, null=True, blank=True, on_delete=models.PROTECT, related_name="runs"
+    )
+    # Where the value was first published upstream: the earliest version of the source known to
+    # list it (a commit of the repository's history, or the release it first arrived in). Outside
+    # the manifest on purpose: the same row arrives from a release or from the history, in either
+    # order, and must keep one digest; learning an earlier commit refines this, never the record.
+    origin = models.ForeignKey(
+        SourceImport, null=True, blank=True, on_delete=models.PROTECT, related_name="originated"
     )
     published_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -420,6 +450,47 @@ class RerunJob(models.Model):
 
     objects = RerunJobQuerySet.as_manager()
 
+    # What anyone may see of a job, the one list: the jobs API's fields (registry/reruns/api.py)
+    # and the run page's controlled-run history (registry/reruns/templatetags.py, which loads
+    # only these) both read it; a field shown on either is added here. Raw samples, the captured
+    # environment and the protocol are the job's own page and the API's detail; the worker host,
+    # lease, log and who asked are the moderators'.
+    PUBLIC_FIELDS = (
+        "kind",
+        "state",
+        "run",
+        "result_run",
+        "kernel",
+        "provider",
+        "workload",
+        "operation_mode",
+        "metric",
+        "gpu_slug",
+        "worker_gpu",
+        "gpu_uuid",
+        "attempts",
+        "created_at",
+        "started_at",
+        "heartbeat_at",
+        "finished_at",
+        "unit",
+        "median",
+        "p20",
+        "p80",
+        "ci_low",
+        "ci_high",
+        "tolerance",
+        "deviation",
+        "verdict",
+        "deviation_low",
+        "deviation_high",
+        "verdict_note",
+        "sampling",
+        "upstream",
+        "gpu_state",
+        "error",
+    )
+
     class Meta:
         ordering = ["-created_at", "-pk"]
         constraints = [
@@ -498,3 +569,74 @@ class SourceSync(models.Model):
 
     def __str__(self):
         return f"{self.source_slug} {self.release or self.requested_version or 'newest'}: {self.status}"
+
+
+class ChangeKind(models.TextChoices):
+    IMPROVEMENT = "improvement", "Improvement"
+    REGRESSION = "regression", "Regression"
+    UNCERTAIN = "uncertain", "Uncertain"
+
+
+class ChangeQuerySet(models.QuerySet):
+    def public(self):
+        return self.select_related(
+            "kernel",
+            "before",
+            "after",
+            "after__implementation",
+            "after__workload",
+            "after__environment",
+            "attributed_to",
+            "attributed_to__source",
+        )
+
+
+class Change(models.Model):
+    """A step between two consecutive values of one series (same kernel, implementation, pass,
+    metric, workload, protocol family and GPU: a comparison group and a provider), judged with
+    the uncertainty the two values carry (registry.services.changes). Steps that are noise are
+    not kept; the rest are one of `ChangeKind`."""
+
+    kernel = models.ForeignKey(Kernel, on_delete=models.PROTECT, related_name="changes")
+    before = models.ForeignKey(BenchmarkRun, on_delete=models.PROTECT, related_name="changes_from")
+    after = models.ForeignKey(BenchmarkRun, on_delete=models.PROTECT, related_name="changes_to")
+    kind = models.CharField(max_length=12, choices=ChangeKind.choices)
+    ratio = models.FloatField(help_text="after / before, of the medians (lower is better).")
+    p_value = models.FloatField(
+        null=True, blank=True, help_text="Mann-Whitney, where both sides have samples."
+    )
+    evidence = models.CharField(max_length=500, help_text="What the call rests on, in words.")
+    attributed_to = models.ForeignKey(
+        SourceImport,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="changes",
+        help_text="The upstream version that first published the new value.",
+    )
+    observed_at = models.DateTimeField(help_text="When the new value was measured.")
+    # Copies of the series' parts, for the changes page's filters (as on the run).
+    gpu_product = models.CharField(max_length=200)
+    provider = models.CharField(max_length=100)
+    operation_mode = models.CharField(max_length=20, choices=TimedPass.choices)
+    metric = models.CharField(max_length=10, choices=Metric.choices)
+
+    objects = ChangeQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-observed_at", "-pk"]
+        constraints = [models.UniqueConstraint(fields=["before", "after"], name="one_change_per_step")]
+        indexes = [
+            models.Index(fields=["kind", "-observed_at"]),
+            models.Index(fields=["kernel", "-observed_at"]),
+        ]
+
+    def __str__(self):
+        return f"{self.kind} {self.ratio:.3f} ({self.after.external_id})"
+
+    def get_absolute_url(self):
+        return reverse("registry:change-list") + f"#change-{self.pk}"
+
+    @property
+    def percent(self) -> float:
+        return 100 * (self.ratio - 1)

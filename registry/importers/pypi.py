@@ -2,7 +2,8 @@
 
 Only the source distribution carries `benchmark/data/`; the wheel does not. The data files are
 read from the archive in memory (never extracted), so a hostile archive cannot write anywhere.
-The base URL is `settings.PYPI_URL`, so tests serve PyPI's JSON API from 127.0.0.1.
+The base URL is `settings.PYPI_URL` (PyPI, or a mirror of it), so tests serve PyPI's JSON API
+from 127.0.0.1.
 """
 
 import hashlib
@@ -12,7 +13,9 @@ import tarfile
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
+from urllib.parse import urljoin
 
 from django.conf import settings
 
@@ -33,6 +36,7 @@ class Release:
     url: str
     filename: str
     sha256: str
+    uploaded_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -42,26 +46,47 @@ class DataFile:
 
 
 def release_find(*, version: str = "") -> Release:
-    """The sdist of `version`, or of the newest release PyPI lists when version is blank."""
+    """The sdist of `version`, or of the newest release the index lists when version is blank.
+
+    Read from the project's JSON document, never the per-version one: mirrors of PyPI
+    (settings.PYPI_URL names the index) serve the project document but answer 404 for
+    /pypi/<project>/<version>/json, and give file URLs relative to the document
+    (../../packages/...), which are resolved against it."""
     if version and not VERSION.match(version):
         raise PyPIError(f"{version!r} is not a version number")
-    path = f"/pypi/{PROJECT}/{version}/json" if version else f"/pypi/{PROJECT}/json"
-    document = _json_get(settings.PYPI_URL.rstrip("/") + path)
+    url = settings.PYPI_URL.rstrip("/") + f"/pypi/{PROJECT}/json"
+    document = _json_get(url)
     try:
-        found = document["info"]["version"]
-        files = document["urls"]
-    except (KeyError, TypeError):
-        raise PyPIError(f"{path}: not a PyPI JSON API answer") from None
+        found = version or document["info"]["version"]
+        releases = document.get("releases") or {}
+        files = releases[found] if found in releases else document["urls"]
+        if found != document["info"]["version"] and found not in releases:
+            raise PyPIError(f"{PROJECT} {found} is not a release the index lists")
+    except (KeyError, TypeError, AttributeError):
+        raise PyPIError(f"{url}: not a PyPI JSON API answer") from None
     sdists = [f for f in files if f.get("packagetype") == "sdist" and not f.get("yanked")]
     if not sdists:
-        raise PyPIError(f"{PROJECT} {found} has no source distribution on PyPI")
+        raise PyPIError(f"{PROJECT} {found} has no source distribution on the index")
     sdist = sdists[0]
     try:
         return Release(
-            version=found, url=sdist["url"], filename=sdist["filename"], sha256=sdist["digests"]["sha256"]
+            version=found,
+            url=urljoin(url, sdist["url"]),
+            filename=sdist["filename"],
+            sha256=sdist["digests"]["sha256"],
+            uploaded_at=_uploaded_at(sdist),
         )
     except (KeyError, TypeError):
         raise PyPIError(f"{PROJECT} {found}: the sdist entry lacks url, filename or sha256") from None
+
+
+def _uploaded_at(entry: dict) -> datetime | None:
+    """When the release was published: it dates the import against the repository's history."""
+    value = entry.get("upload_time_iso_8601") or ""
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+    except ValueError:
+        return None
 
 
 def sdist_download(*, release: Release, directory: Path) -> Path:

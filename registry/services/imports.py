@@ -2,6 +2,7 @@
 
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
@@ -55,43 +56,92 @@ class ImportRejected(Exception):
     """The file cannot be imported; nothing was written."""
 
 
+@dataclass(frozen=True)
+class UpstreamVersion:
+    """One version of the data file in the source's repository."""
+
+    commit: str
+    date: datetime
+    pull_request: int | None = None
+    subject: str = ""
+
+
 @transaction.atomic
 def liger_import(
     *,
     path: Path | str,
     release: str = "",
     progress: Callable[[int], None] | None = None,
+    as_of: datetime | None = None,
 ) -> ImportSummary:
     """Import one Liger benchmark CSV: new rows become runs, replaced rows supersede their old
-    run, rows no longer listed are marked withdrawn. All of it or none of it."""
+    run, rows no longer listed are marked withdrawn. All of it or none of it. `as_of` is when
+    upstream published the file (default: now)."""
     path = Path(path)
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise ImportRejected(f"{path}: cannot read the file ({exc.strerror})") from None
+    return _liger_import_data(data=data, filename=path.name, release=release, as_of=as_of, progress=progress)
+
+
+@transaction.atomic
+def liger_version_import(
+    *, data: bytes, filename: str, upstream: UpstreamVersion, progress: Callable[[int], None] | None = None
+) -> ImportSummary:
+    """One version of the data file from the repository's history, dated by its commit."""
+    return _liger_import_data(
+        data=data, filename=filename, upstream=upstream, as_of=upstream.date, progress=progress
+    )
+
+
+def _liger_import_data(
+    *, data, filename, release="", as_of=None, upstream=None, progress=None
+) -> ImportSummary:
     try:
         source = _source_get_or_create(liger.SOURCE)
-        variant = liger.variant_of(path.name)
+        variant = liger.variant_of(filename)
         existing = _runs_existing(source)
         rows = liger.parse_file(data, variant=variant, known=existing.by_row_key)
         record = SourceImport.objects.create(
             source=source,
-            filename=path.name,
+            filename=filename,
             file_digest=digests.file_digest(data),
             release=release,
             rows=len(rows),
+            as_of=as_of or timezone.now(),
+            upstream_commit=upstream.commit if upstream else "",
+            pull_request=upstream.pull_request if upstream else None,
+            subject=upstream.subject[:500] if upstream else "",
         )
         summary = _runs_sync(
-            source=source, rows=rows, record=record, existing=existing, variant=variant, progress=progress
+            source=source,
+            rows=rows,
+            record=record,
+            existing=existing,
+            variant=variant,
+            progress=progress,
+            stale=_import_is_stale(record, variant),
         )
     except liger.LigerFormatError as exc:
-        raise ImportRejected(f"{path.name}: {exc}") from None
+        raise ImportRejected(f"{filename}: {exc}") from None
     for field, value in summary.as_dict().items():
         setattr(record, field, value)
+    record.kernels = sorted(
+        set(BenchmarkRun.objects.filter(first_import=record).values_list("kernel__slug", flat=True))
+    )
     record.save()
     run_keys_fill(runs=BenchmarkRun.objects.filter(first_import=record))
     generation_bump()
     return summary
+
+
+def _import_is_stale(record: SourceImport, variant: str) -> bool:
+    """A file older than one of its suite already imported (a history imported after a
+    release) adds the values it published, but does not say what is listed now."""
+    newer = SourceImport.objects.filter(source=record.source, as_of__gt=record.as_of).exclude(pk=record.pk)
+    names = newer.values_list("filename", flat=True).distinct()
+    return any(liger.variant_of(name) == variant for name in names)
 
 
 def _source_get_or_create(spec: dict) -> Source:
@@ -111,24 +161,27 @@ class _Known(NamedTuple):
     upstream_key: str
     comparison_key: str
     variant: str | None  # labels["variant"]: the suite (file) the run belongs to
+    observed_at: datetime
+    origin_id: int | None
 
 
 @dataclass
 class _Existing:
     by_external_id: dict[str, _Known]
     by_row_key: dict[tuple, str]
+    import_dates: dict[int, tuple]  # the source's imports: {pk: (as_of, upstream_commit)}
 
 
 def _runs_existing(source: Source) -> _Existing:
     """Every run of the source, in one query, by external id and by `liger.run_key`."""
     by_external_id, by_row_key = {}, {}
-    columns = ("external_id", "unit", "median", "p20", "p80", "observed_at", "workload__x_label", "version")
+    columns = ("external_id", "unit", "median", "p20", "p80", "workload__x_label", "version")
     runs = BenchmarkRun.objects.filter(source=source).annotate(
         variant=KT("labels__variant"), version=KT("labels__liger_version")
     )
     for values in runs.values_list(*_Known._fields, *columns):
         known = _Known(*values[: len(_Known._fields)])
-        external_id, unit, median, p20, p80, observed_at, x_label, version = values[len(_Known._fields) :]
+        external_id, unit, median, p20, p80, x_label, version = values[len(_Known._fields) :]
         by_external_id[external_id] = known
         key = liger.run_key(
             upstream_key=known.upstream_key,
@@ -137,16 +190,24 @@ def _runs_existing(source: Source) -> _Existing:
             median=median,
             p20=p20,
             p80=p80,
-            observed_at=observed_at,
+            observed_at=known.observed_at,
             liger_version=version,
         )
         by_row_key[key] = external_id
-    return _Existing(by_external_id, by_row_key)
+    import_dates = {
+        pk: (as_of, commit)
+        for pk, as_of, commit in SourceImport.objects.filter(source=source).values_list(
+            "pk", "as_of", "upstream_commit"
+        )
+    }
+    return _Existing(by_external_id, by_row_key, import_dates)
 
 
-def _runs_sync(*, source, rows, record, existing, variant, progress) -> ImportSummary:
+def _runs_sync(*, source, rows, record, existing, variant, progress, stale=False) -> ImportSummary:
+    """`stale`: a newer file of the suite is already imported, so this one only adds the values
+    it published, each in its place in its key's history, and lists or withdraws nothing."""
     summary = ImportSummary(rows=len(rows))
-    new_rows, restored, listed = [], [], set()
+    new_rows, restored, listed, origins = [], [], set(), []
     for done, row in enumerate(rows, start=1):
         if isinstance(row, liger.KnownRow):
             external_id = row.external_id
@@ -165,15 +226,20 @@ def _runs_sync(*, source, rows, record, existing, variant, progress) -> ImportSu
             )
         else:
             summary.unchanged += 1
-            if known.withdrawn:
+            if known.withdrawn and not stale:
                 restored.append(known.pk)
+            if _origin_improves(record, known.origin_id, existing.import_dates):
+                origins.append(known.pk)
         if progress and done % 100 == 0:
             progress(100)
     if progress:
         progress(len(rows) % 100)
     new_runs = _runs_build(new_rows, source, record)
-    superseded = _runs_supersede(existing, new_runs)
-    withdrawn = _runs_to_withdraw(existing, listed, variant, superseded)
+    if stale:
+        superseded, withdrawn = _runs_place_stale(existing, new_runs), []
+    else:
+        superseded = _runs_supersede(existing, new_runs)
+        withdrawn = _runs_to_withdraw(existing, listed, variant, superseded)
     ranks = _ranks_after_import(existing, new_runs, restored, withdrawn, superseded)
     _runs_insert(new_runs, [row.manifest_json for row in new_rows])
     summary.created = len(new_runs)
@@ -181,8 +247,52 @@ def _runs_sync(*, source, rows, record, existing, variant, progress) -> ImportSu
     _superseded_by_write(superseded)
     summary.superseded = len(superseded) + sum(1 for run in new_runs if run.superseded_by_id)
     summary.withdrawn = _update_in_batches(withdrawn, withdrawn=True, withdrawn_at=timezone.now())
+    summary.withdrawn += sum(1 for run in new_runs if run.withdrawn)
+    _update_in_batches(origins, origin_id=record.pk)
     _ranks_write(ranks)
     return summary
+
+
+def _origin_improves(record: SourceImport, origin_id: int | None, import_dates: dict) -> bool:
+    """Whether `record` is an earlier known publication of a run than its current origin: a
+    commit of the history beats a release, and an older commit a newer one."""
+    if origin_id is None:
+        return True
+    if not record.upstream_commit:
+        return False
+    origin_date, origin_commit = import_dates[origin_id]
+    return not origin_commit or record.as_of < origin_date
+
+
+def _runs_place_stale(existing: "_Existing", new_runs: list) -> dict[int, int]:
+    """The new runs of an older file, each placed in its key's history by the time it was
+    measured: superseded by the next newer run of its key, or, where none is newer, the newest
+    value of a key the newest file no longer lists (withdrawn). Existing runs whose successor
+    changes are returned as {pk: new successor pk}. A run the newest file lists stays the newest
+    of its key whatever its timestamp."""
+    chains: dict[str, list] = {}
+    for run in new_runs:
+        chains.setdefault(run.upstream_key, []).append(run)
+    for known in existing.by_external_id.values():
+        if known.upstream_key in chains:
+            chains[known.upstream_key].append(known)
+    now = timezone.now()
+    repointed = {}
+    for members in chains.values():
+        members.sort(key=lambda m: (_is_listed_now(m), m.observed_at, m.pk))
+        for member, successor in zip(members, members[1:] + [None], strict=True):
+            if isinstance(member, _Known):
+                if successor is not None and member.superseded_by_id != successor.pk:
+                    repointed[member.pk] = successor.pk
+            elif successor is not None:
+                member.superseded_by_id = successor.pk
+            else:
+                member.withdrawn, member.withdrawn_at = True, now
+    return repointed
+
+
+def _is_listed_now(member) -> bool:
+    return isinstance(member, _Known) and not member.withdrawn and member.superseded_by_id is None
 
 
 def _kernels_ensure(rows) -> dict[str, Kernel]:
@@ -246,6 +356,7 @@ def _runs_build(rows, source, record) -> list["_NewRun"]:
                 "id": pk,
                 "source_id": source.pk,
                 "first_import_id": record.pk,
+                "origin_id": record.pk,
                 "kernel_id": kernels[row.kernel["slug"]].pk,
                 "implementation_id": specs["implementation"][row.implementation["digest"]],
                 "workload_id": specs["workload"][row.workload["digest"]],
@@ -421,7 +532,8 @@ def _ranks_after_import(existing, new_runs, restored, withdrawn, superseded) -> 
             superseded_by = superseded.get(pk, superseded_by)
         members.append((pk, key, median, not withdrawn_now and superseded_by is None, rank, size))
     for run in new_runs:
-        members.append((run, run.comparison_key, run.median, run.superseded_by_id is None, None, None))
+        current = run.superseded_by_id is None and not run.withdrawn
+        members.append((run, run.comparison_key, run.median, current, None, None))
     updates = {}
     for member, (rank, size) in _ranks_decide(members).items():
         if isinstance(member, _NewRun):
@@ -495,5 +607,14 @@ def groups_rerank(*, keys: Iterable[str] | None = None, source: Source | None = 
 
 
 def bundled_data_load(*, progress=None) -> dict[str, ImportSummary]:
-    """Everything the project ships: the Liger data (and, as they are added, controlled runs)."""
-    return {"liger-kernel": liger_import(path=BUNDLED_LIGER_CSV, progress=progress)}
+    """Everything the project ships: the Liger data and its history (the controlled runs are
+    loaded by load_bundled_data after it)."""
+    from registry.services.history import BUNDLED_LIGER_HISTORY, history_last_date, liger_history_import
+
+    # The history first: the bundled file is its last version (the same bytes), dated as that commit.
+    return {
+        "liger-kernel-history": liger_history_import(path=BUNDLED_LIGER_HISTORY, progress=progress),
+        "liger-kernel": liger_import(
+            path=BUNDLED_LIGER_CSV, progress=progress, as_of=history_last_date(BUNDLED_LIGER_HISTORY)
+        ),
+    }

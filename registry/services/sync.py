@@ -8,7 +8,7 @@ failure is remembered, shown in the admin and mailed to the moderators after it 
 
 import logging
 import tempfile
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 
@@ -38,7 +38,9 @@ def liger_sync(*, version: str = "", force: bool = False) -> SourceSync:
         with tempfile.TemporaryDirectory(prefix="liger-sync-") as directory:
             archive = pypi.sdist_download(release=release, directory=Path(directory))
             files = pypi.data_files(archive)
-            results = release_import(release=release.version, files=files, directory=Path(directory))
+            results = release_import(
+                release=release.version, files=files, directory=Path(directory), as_of=release.uploaded_at
+            )
     except (PyPIError, ImportRejected) as exc:
         return sync_fail(sync=sync, error=str(exc))
     except Exception as exc:
@@ -49,16 +51,19 @@ def liger_sync(*, version: str = "", force: bool = False) -> SourceSync:
 
 
 @transaction.atomic
-def release_import(*, release: str, files: list[DataFile], directory: Path) -> list[dict]:
+def release_import(
+    *, release: str, files: list[DataFile], directory: Path, as_of: datetime | None = None
+) -> list[dict]:
     """Every data file of one release, in one transaction; the main file first, so a variant
-    file's runs are ranked against the main file's runs of the same release."""
+    file's runs are ranked against the main file's runs of the same release. `as_of`: when the
+    index says the release was published (the import's date against the repository's history)."""
     folder = Path(directory) / "data"
     folder.mkdir(exist_ok=True)
     results = []
     for data_file in files:
         path = folder / data_file.name
         path.write_bytes(data_file.data)
-        summary = liger_import(path=path, release=release)
+        summary = liger_import(path=path, release=release, as_of=as_of)
         results.append(
             {"filename": data_file.name, "file_digest": digests.file_digest(data_file.data)}
             | summary.as_dict()

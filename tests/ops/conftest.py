@@ -1,4 +1,5 @@
-"""A liger-kernel-like source distribution, served from 127.0.0.1 in the shape of PyPI's JSON API.
+"""A liger-kernel-like source distribution, served from 127.0.0.1 in the shape of PyPI's JSON API
+as a mirror serves it: the project document only, with file URLs relative to it.
 
 Never the live registry: tests point settings.PYPI_URL at this server.
 """
@@ -8,6 +9,7 @@ import io
 import json
 import tarfile
 import threading
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -65,30 +67,40 @@ class FakePyPI:
             "filename": f"liger_kernel-{version}.tar.gz",
             "archive": archive,
             "sha256": sha256 or hashlib.sha256(archive).hexdigest(),
+            # Published now: a release is the newest thing the registry has heard of.
+            "uploaded": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
         }
 
     def downloads(self) -> list[str]:
         return [path for path in self.requests if path.startswith("/packages/")]
 
-    def document(self, version: str) -> dict:
+    def files(self, version: str) -> list[dict]:
         release = self.releases[version]
+        return [
+            {
+                "packagetype": "bdist_wheel",
+                "filename": f"liger_kernel-{version}-py3-none-any.whl",
+                "url": "../../packages/missing.whl",
+                "digests": {"sha256": "0" * 64},
+            },
+            {
+                "packagetype": "sdist",
+                "filename": release["filename"],
+                # As a mirror gives it: relative to the project document (/pypi/liger-kernel/json).
+                "url": f"../../packages/{release['filename']}",
+                "digests": {"sha256": release["sha256"]},
+                "upload_time_iso_8601": release["uploaded"],
+                "yanked": False,
+            },
+        ]
+
+    def document(self) -> dict:
+        """The project document, the one thing a mirror serves (no per-version endpoint)."""
+        newest = list(self.releases)[-1]
         return {
-            "info": {"name": "liger-kernel", "version": version},
-            "urls": [
-                {
-                    "packagetype": "bdist_wheel",
-                    "filename": f"liger_kernel-{version}-py3-none-any.whl",
-                    "url": f"{self.url}/packages/missing.whl",
-                    "digests": {"sha256": "0" * 64},
-                },
-                {
-                    "packagetype": "sdist",
-                    "filename": release["filename"],
-                    "url": f"{self.url}/packages/{release['filename']}",
-                    "digests": {"sha256": release["sha256"]},
-                    "yanked": False,
-                },
-            ],
+            "info": {"name": "liger-kernel", "version": newest},
+            "urls": self.files(newest),
+            "releases": {version: self.files(version) for version in self.releases},
         }
 
 
@@ -97,10 +109,8 @@ def _handler(pypi: FakePyPI):
         def do_GET(self):
             pypi.requests.append(self.path)
             parts = self.path.strip("/").split("/")
-            if parts[:2] == ["pypi", "liger-kernel"] and parts[-1] == "json" and pypi.releases:
-                version = parts[2] if len(parts) == 4 else list(pypi.releases)[-1]
-                if version in pypi.releases:
-                    return self._send(json.dumps(pypi.document(version)).encode(), "application/json")
+            if parts == ["pypi", "liger-kernel", "json"] and pypi.releases:
+                return self._send(json.dumps(pypi.document()).encode(), "application/json")
             if parts[0] == "packages":
                 for release in pypi.releases.values():
                     if release["filename"] == parts[-1]:
@@ -143,25 +153,6 @@ def celery_eager():
     app.conf.task_always_eager, app.conf.task_eager_propagates = True, True
     yield app
     app.conf.task_always_eager, app.conf.task_eager_propagates = saved
-
-
-@pytest.fixture
-def moderator(django_user_model):
-    from django.contrib.auth.models import Group
-
-    user = django_user_model.objects.create_user(
-        username="mona", email="mona@example.org", password="pw-mona-1234", is_staff=True
-    )
-    group, _ = Group.objects.get_or_create(name="moderators")
-    user.groups.add(group)
-    return user
-
-
-@pytest.fixture
-def contributor(django_user_model):
-    return django_user_model.objects.create_user(
-        username="carl", email="carl@example.org", password="pw-carl-1234"
-    )
 
 
 @pytest.fixture

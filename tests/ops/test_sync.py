@@ -5,6 +5,7 @@ from django.core import mail
 from django.core.management import CommandError, call_command
 
 from attestations.notifications import sync_failure_notify
+from registry.importers import pypi as pypi_client
 from registry.models import BenchmarkRun, SourceImport, SourceSync
 from registry.services.sync import liger_sync
 from registry.tasks import sync_liger_task
@@ -76,7 +77,9 @@ class TestSyncImportsEveryDataFileOfARelease:
 
         assert sync.release == "0.8.5"
         assert set(SourceImport.objects.values_list("release", flat=True)) == {"0.8.5"}
-        assert "/pypi/liger-kernel/0.8.5/json" in pypi.requests
+        # A mirror has no per-version endpoint: the release is found in the project document.
+        assert "/pypi/liger-kernel/json" in pypi.requests
+        assert "/packages/liger_kernel-0.8.5.tar.gz" in pypi.downloads()
 
     def test_the_beat_task_syncs_the_newest_release(self, pypi):
         pypi.add("0.8.5")
@@ -164,7 +167,7 @@ class TestAFailedSyncLeavesTheRegistryUntouched:
         assert sync.status == "failed" and "does not match PyPI's" in sync.error
         assert sync.notified_at is not None
         assert len(mail.outbox) == 1
-        assert mail.outbox[0].to == ["mona@example.org"]
+        assert mail.outbox[0].to == ["mod@example.org"]
         assert "registry is unchanged" in mail.outbox[0].body
         assert BenchmarkRun.objects.count() == 0
 
@@ -180,7 +183,7 @@ class TestAFailedSyncLeavesTheRegistryUntouched:
 
         sync = liger_sync(version="9.9.9")
 
-        assert sync.status == "failed" and "HTTP 404" in sync.error
+        assert sync.status == "failed" and "9.9.9 is not a release the index lists" in sync.error
         assert pypi.downloads() == []
 
     def test_an_archive_without_benchmark_data_fails(self, pypi):
@@ -206,3 +209,61 @@ class TestAFailedSyncLeavesTheRegistryUntouched:
         assert sync_failure_notify(sync_pk=sync.pk) == 0
 
         assert len(mail.outbox) == 1
+
+
+@pytest.mark.django_db
+class TestSyncReadsAMirrorOfTheIndex:
+    def test_relative_file_urls_are_resolved_against_the_project_document(self, pypi):
+        pypi.add("0.8.5")
+
+        release = pypi_client.release_find()
+
+        assert release.url == f"{pypi.url}/packages/liger_kernel-0.8.5.tar.gz"
+        assert release.uploaded_at is not None
+        assert liger_sync().status == "imported"
+
+    def test_the_per_version_endpoint_is_never_asked(self, pypi):
+        pypi.add("0.8.5")
+        pypi.add("0.8.6")
+
+        assert pypi_client.release_find(version="0.8.5").filename == "liger_kernel-0.8.5.tar.gz"
+        assert pypi.requests == ["/pypi/liger-kernel/json"]
+
+    def test_a_release_the_index_does_not_list_is_refused(self, pypi):
+        pypi.add("0.8.5")
+
+        with pytest.raises(pypi_client.PyPIError, match="0.9.9 is not a release the index lists"):
+            pypi_client.release_find(version="0.9.9")
+
+    def test_the_import_is_dated_by_the_release(self, pypi):
+        pypi.add("0.8.5")
+
+        liger_sync()
+
+        uploaded = pypi.releases["0.8.5"]["uploaded"]
+        assert {i.as_of.isoformat() for i in SourceImport.objects.all()} == {uploaded.replace("Z", "+00:00")}
+
+
+def _index_reachable() -> bool:
+    import urllib.request
+
+    try:
+        urllib.request.urlopen("https://pypi.org/pypi/liger-kernel/json", timeout=10).close()
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _index_reachable(), reason="the package index (https://pypi.org) cannot be reached")
+class TestTheRealIndex:
+    """What a new user's `sync_liger` meets: the index this machine reaches (PyPI or its mirror)."""
+
+    def test_the_newest_and_a_named_release_resolve_to_a_downloadable_sdist(self, settings):
+        settings.PYPI_URL = "https://pypi.org"
+        newest = pypi_client.release_find()
+        named = pypi_client.release_find(version="0.8.5")
+        assert named.filename == "liger_kernel-0.8.5.tar.gz"
+        assert named.url.startswith("https://") and "/../" not in named.url
+        assert newest.url.startswith("https://")
+        with pypi_client._open(named.url) as response:
+            assert response.status == 200

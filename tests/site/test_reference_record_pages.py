@@ -256,7 +256,8 @@ class TestBulkExport:
         assert response.streaming
         assert response["Content-Type"].startswith("text/csv")
         rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
-        assert len(rows) == BenchmarkRun.objects.count() == 2448
+        # Every value the source ever published (its history): 2,448 current, 492 replaced or dropped.
+        assert len(rows) == BenchmarkRun.objects.count() == 2940
         reference = next(r for r in rows if r["external_id"] == REFERENCE_ID)
         assert float(reference["median"]) == 144.2132110595703
         assert (reference["rank"], reference["group_size"]) == ("2", "2")
@@ -266,7 +267,7 @@ class TestBulkExport:
         assert response.status_code == 200
         assert response.streaming
         lines = b"".join(response.streaming_content).splitlines()
-        assert len(lines) == 2448
+        assert len(lines) == 2940
         digests = {"sha256:" + hashlib.sha256(line).hexdigest() for line in lines}
         assert digests == set(BenchmarkRun.objects.values_list("digest", flat=True))
         assert json.loads(lines[0])["kind"] == "RunManifest"
@@ -318,4 +319,4 @@ class TestQueryCountsOnTheRealData:
     def test_export_is_one_query_for_all_runs(self, client, bundled, django_assert_num_queries):
         with django_assert_num_queries(1):
             response = client.get(reverse("export-csv"))
-            assert len(b"".join(response.streaming_content).splitlines()) == 2449
+            assert len(b"".join(response.streaming_content).splitlines()) == 2941
