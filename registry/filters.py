@@ -168,9 +168,23 @@ class RunFilter(django_filters.FilterSet):
     dtype = TextFilter(field_name="workload__dtype", help_text="e.g. bf16, fp32.")
     param = ParameterFilter(help_text="Workload parameter as name:value (e.g. T:8192); repeat for several.")
     evidence_level = django_filters.ChoiceFilter(choices=EvidenceLevel.choices)
-    withdrawn = StrictBooleanFilter(help_text="true: only runs the source no longer lists.")
+    withdrawn = StrictBooleanFilter(
+        help_text="true: only runs the source no longer lists; false: only runs it still lists (or replaced)."
+    )
     current = StrictBooleanFilter(
         method="filter_current", help_text="true: only runs neither withdrawn nor superseded."
+    )
+    superseded = StrictBooleanFilter(
+        field_name="superseded_by",
+        lookup_expr="isnull",
+        exclude=True,
+        help_text="true: only runs a newer value of the same row replaced; false: only runs not replaced.",
+    )
+    pull_request = django_filters.NumberFilter(
+        field_name="origin__pull_request",
+        min_value=1,
+        max_value=2**31 - 1,
+        help_text="The upstream pull request whose version first published the run, e.g. 406.",
     )
     observed_after = UtcIsoDateTimeFilter(field_name="observed_at", lookup_expr="gte")
     observed_before = UtcIsoDateTimeFilter(field_name="observed_at", lookup_expr="lt")
