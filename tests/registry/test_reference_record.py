@@ -81,3 +81,12 @@ class TestReferenceRecord:
         assert "sha256:" + hashlib.sha256(response.content).hexdigest() == run.digest
         kinds = [item["kind"] for item in response.json()["items"]]
         assert kinds == ["BenchmarkRun", "BenchmarkProtocol", "ExecutionEnvironment"]
+
+
+@pytest.mark.django_db
+class TestReferenceRecordSeries:
+    def test_its_page_shows_its_series_of_one_value_still_current(self, client, bundled):
+        run = BenchmarkRun.objects.get(external_id=REFERENCE_ID)
+        html = client.get(run.get_absolute_url()).content.decode()
+        assert "This value is current</strong>: the only value the source has published" in html
+        assert "https://github.com/linkedin/Liger-Kernel/pull/196" in html
