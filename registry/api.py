@@ -19,7 +19,7 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from registry import digests, exports, selectors
+from registry import digests, evidence, exports, selectors
 from registry.cache import CachedReadMixin
 from registry.filters import MAX_VALUE_LENGTH, RunFilter
 from registry.models import (
@@ -97,7 +97,7 @@ class RunViewSet(CachedReadMixin, viewsets.ReadOnlyModelViewSet):
     )
 
     def get_queryset(self):
-        runs = super().get_queryset()
+        runs = evidence.with_jobs(super().get_queryset())
         if self.action == "list":
             runs = runs.defer(*self.LIST_DEFERRED)
         if self.action == "retrieve":
@@ -235,7 +235,7 @@ class ComparisonGroupViewSet(CachedReadMixin, viewsets.GenericViewSet):
         group = self.get_queryset().filter(comparison_key=comparison_key).first()
         if group is None:
             raise exceptions.NotFound("No comparison group has this key.")
-        group["runs"] = (
+        group["runs"] = evidence.with_jobs(
             BenchmarkRun.objects.public()
             .current()
             .filter(comparison_key=comparison_key)

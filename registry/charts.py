@@ -221,12 +221,18 @@ def _panel(key: tuple, group: dict) -> Panel:
         x_label=first["workload__x_label"] or first["workload__x_name"],
         categorical=categorical,
     )
+    # Runs of different comparability families (the source's timer, KernelIndex's protocols) are
+    # never comparable: each family gets its own lines, or a controlled run and the source's run
+    # of the same workload would share a point and one would hide the other.
+    families = {row.get("protocol__comparability_family", "") for row in rows}
     by_series: dict[str, dict] = {}
     for row in sorted(rows, key=lambda r: r["id"]):
         label = row["implementation__provider"]
         if varying:
             fixed = _fixed(row)
             label += " (" + ", ".join(f"{name} {fixed.get(name, '—')}" for name in varying) + ")"
+        if len(families) > 1:
+            label += f" · {row['protocol__comparability_family']}"
         x = (
             str(row["workload__parameters"].get(row["workload__x_name"]))
             if categorical

@@ -59,10 +59,24 @@ def registry_counts() -> dict:
 
 
 def kernels_overview() -> list[dict]:
-    """Every kernel with its run count, its implementations and the GPUs it was measured on."""
+    """Every kernel with its run count, its runs at each evidence level (the same query: one
+    filtered count per level), its implementations and the GPUs it was measured on."""
+    levels = {
+        f"level_{level}": Count("runs", filter=Q(runs__evidence_level=level))
+        for level in EvidenceLevel.values
+    }
     kernels = {
-        k.pk: {"kernel": k, "runs": k.run_count, "gpus": [], "implementations": []}
-        for k in Kernel.objects.annotate(run_count=Count("runs")).order_by("name")
+        k.pk: {
+            "kernel": k,
+            "runs": k.run_count,
+            "levels": [
+                {"level": level, "label": label, "count": getattr(k, f"level_{level}")}
+                for level, label in EvidenceLevel.choices
+            ],
+            "gpus": [],
+            "implementations": [],
+        }
+        for k in Kernel.objects.annotate(run_count=Count("runs"), **levels).order_by("name")
     }
     pairs = (
         BenchmarkRun.objects.values_list("kernel_id", "environment__slug", "environment__product")
@@ -404,6 +418,7 @@ CHART_FIELDS = (
     "p20",
     "p80",
     "id",
+    "protocol__comparability_family",
 )
 
 

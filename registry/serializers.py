@@ -1,9 +1,83 @@
 """Output serializers of the read API. Field names are part of the API contract: add, never rename."""
 
 from django.urls import reverse
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from registry.evidence import JobEvidence, run_evidence_of
 from registry.models import BenchmarkRun, Environment, Implementation, Kernel, Source, SourceImport
+
+
+class ControlledJobSerializer(serializers.Serializer):
+    """One controlled job's evidence (registry.evidence.JobEvidence): for a measure job its
+    samples and precision; for a rerun also its verdict and what each side rests on."""
+
+    job = serializers.IntegerField(source="job.pk")
+    kind = serializers.CharField(source="job.kind")
+    state = serializers.CharField(source="job.state")
+    url = serializers.CharField(source="job.get_absolute_url")
+    median = serializers.FloatField(source="job.median", allow_null=True)
+    ci_low = serializers.FloatField(
+        source="job.ci_low", allow_null=True, help_text="95% interval of the median."
+    )
+    ci_high = serializers.FloatField(source="job.ci_high", allow_null=True)
+    sample_count = serializers.IntegerField()
+    precision = serializers.FloatField(
+        allow_null=True, help_text="Relative half-width of the 99% interval of the median reached."
+    )
+    target_precision = serializers.FloatField(allow_null=True)
+    stop = serializers.CharField(help_text='"precision", "budget" or "count"; blank when not recorded.')
+    throttled = serializers.ListField(child=serializers.CharField(), help_text="NVML slow-down reasons seen.")
+    same_gpu = serializers.BooleanField(
+        allow_null=True, help_text="A rerun: whether it ran on the card that measured the run."
+    )
+    upstream = serializers.DictField(
+        child=serializers.FloatField(allow_null=True),
+        allow_null=True,
+        help_text="Upstream do_bench's own median, p20, p80.",
+    )
+    verdict = serializers.CharField(help_text="agrees, disagrees, inconclusive; blank for a measure job.")
+    deviation = serializers.FloatField(source="job.deviation", allow_null=True)
+    deviation_low = serializers.FloatField(source="job.deviation_low", allow_null=True)
+    deviation_high = serializers.FloatField(source="job.deviation_high", allow_null=True)
+    tolerance = serializers.FloatField(allow_null=True)
+    recorded_sample_count = serializers.IntegerField(
+        allow_null=True, help_text="Samples on the recorded side; null when it has none (a published figure)."
+    )
+    verdict_note = serializers.CharField(source="job.verdict_note")
+
+
+class JobEvidenceFields(serializers.Serializer):
+    """The verdict fields the jobs API adds to a job's own columns, read from its JSON."""
+
+    FIELDS = ["sample_count", "precision", "target_precision", "stop", "throttled", "same_gpu"]
+    sample_count = serializers.SerializerMethodField()
+    precision = serializers.SerializerMethodField()
+    target_precision = serializers.SerializerMethodField()
+    stop = serializers.SerializerMethodField()
+    throttled = serializers.SerializerMethodField()
+    same_gpu = serializers.SerializerMethodField()
+
+    def get_sample_count(self, job) -> int:
+        return JobEvidence(job).sample_count
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_precision(self, job):
+        return JobEvidence(job).precision
+
+    @extend_schema_field(serializers.FloatField(allow_null=True))
+    def get_target_precision(self, job):
+        return JobEvidence(job).target_precision
+
+    def get_stop(self, job) -> str:
+        return JobEvidence(job).stop
+
+    def get_throttled(self, job) -> list[str]:
+        return JobEvidence(job).throttled
+
+    @extend_schema_field(serializers.BooleanField(allow_null=True))
+    def get_same_gpu(self, job):
+        return JobEvidence(job).same_gpu
 
 
 class RunSerializer(serializers.ModelSerializer):
@@ -19,6 +93,8 @@ class RunSerializer(serializers.ModelSerializer):
     source = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     url = serializers.CharField(source="get_absolute_url", read_only=True)
     manifest_url = serializers.SerializerMethodField()
+    measurement = serializers.SerializerMethodField()
+    reruns = serializers.SerializerMethodField()
 
     class Meta:
         model = BenchmarkRun
@@ -54,10 +130,23 @@ class RunSerializer(serializers.ModelSerializer):
             "published_at",
             "url",
             "manifest_url",
+            "measurement",
+            "reruns",
         ]
 
     def get_manifest_url(self, run) -> str:
         return reverse("manifest-detail", args=[run.digest])
+
+    @extend_schema_field(ControlledJobSerializer(allow_null=True))
+    def get_measurement(self, run):
+        """The controlled job that measured this run (null for a run from a source)."""
+        measurement = run_evidence_of(run).measurement
+        return ControlledJobSerializer(measurement).data if measurement else None
+
+    @extend_schema_field(ControlledJobSerializer(many=True))
+    def get_reruns(self, run):
+        """Its finished controlled reruns, newest first, each with its verdict."""
+        return ControlledJobSerializer(run_evidence_of(run).reruns, many=True).data
 
 
 class KernelSerializer(serializers.ModelSerializer):

@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
-from registry import charts, citations, selectors
+from registry import charts, citations, evidence, selectors
 from registry.filters import RunFilter
 from registry.models import Kernel, Source, SourceImport
 
@@ -88,11 +88,14 @@ def run_detail(request, pk=None, digest=None):
     best = selectors.group_best_other(members, run)
     manifest = json.dumps(run.manifest, indent=2, sort_keys=True, ensure_ascii=False)
     accessed = timezone.now().date()
+    controlled = evidence.run_evidence(run, evidence.run_jobs(run))
     return render(
         request,
         "registry/run_detail.html",
         {
             "run": run,
+            "controlled": controlled,
+            "sample_plot": evidence.samples_plot(run, controlled),
             "members": members,
             "best": best,
             "best_change": selectors.change_percent(run.median, best.median) if best else None,

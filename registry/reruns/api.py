@@ -7,9 +7,10 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers, viewsets
 
 from registry.models import RerunJob
+from registry.serializers import JobEvidenceFields
 
 
-class JobSerializer(serializers.ModelSerializer):
+class JobSerializer(JobEvidenceFields, serializers.ModelSerializer):
     kernel = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     workload = serializers.CharField(source="workload.summary", read_only=True)
     url = serializers.CharField(source="get_absolute_url", read_only=True)
@@ -43,6 +44,12 @@ class JobSerializer(serializers.ModelSerializer):
             "ci_high",
             "tolerance",
             "deviation",
+            "verdict",
+            "deviation_low",
+            "deviation_high",
+            "verdict_note",
+            "gpu_uuid",
+            *JobEvidenceFields.FIELDS,
             "agreement_pct",
             "error",
             "url",

@@ -121,12 +121,13 @@ def _run_load(entry: dict, source: Source, *, where: str) -> BenchmarkRun | None
         return None
     fields["evidence_level"] = _evidence_check(fields, entry["jobs"], where)
     kernel, _ = Kernel.objects.get_or_create(slug=entry["kernel"]["slug"], defaults=entry["kernel"])
-    workload = spec_row(Workload, entry["workload"], kernel=kernel)
+    workload = spec_row(Workload, _workload_fields(entry["workload"]), kernel=kernel)
+    implementation = _implementation_fields(entry["implementation"])
     run = measured_run_create(
         source=source,
         kernel=kernel,
         workload=workload,
-        implementation=entry["implementation"],
+        implementation=implementation,
         protocol=entry["protocol"],
         environment=entry["environment"],
         run={**fields, "observed_at": datetime.fromisoformat(fields["observed_at"])},
@@ -135,10 +136,28 @@ def _run_load(entry: dict, source: Source, *, where: str) -> BenchmarkRun | None
         role = job.pop("role")
         dates = {k: datetime.fromisoformat(v) if v else None for k, v in job.pop("dates").items()}
         link = {"result_run": run} if role == "measured" else {"run": run}
+        job["provider"] = job.get("provider") or implementation["provider"]
         created = RerunJob.objects.create(kernel=kernel, workload=workload, **link, **job)
         # created_at is auto_now_add: set the recorded one afterwards.
         RerunJob.objects.filter(pk=created.pk).update(**dates)
     return run
+
+
+def _implementation_fields(fields: dict) -> dict:
+    """Files exported before `_fields` kept the spec columns named like the run's key copies lack
+    `provider` (on the implementation and on each job): it is read back from the spec. A blank
+    provider broke the run page's implementation link and drew every provider as one chart line."""
+    return {**fields, "provider": fields.get("provider") or fields["spec"]["provider"]}
+
+
+def _workload_fields(fields: dict) -> dict:
+    """Likewise `x_name` and `x_value`, from the spec's sweep and parameters."""
+    if fields.get("x_name"):
+        return fields
+    x_name = fields["spec"].get("sweep", {}).get("name", "")
+    x_value = fields["spec"].get("parameters", {}).get(x_name)
+    numeric = isinstance(x_value, int | float) and not isinstance(x_value, bool)
+    return {**fields, "x_name": x_name, "x_value": x_value if numeric else None}
 
 
 def _evidence_check(fields: dict, jobs: list, where: str) -> str:
@@ -163,10 +182,16 @@ def _evidence_check(fields: dict, jobs: list, where: str) -> str:
     return level
 
 
+def _other_models_own(instance) -> set[str]:
+    """A spec's own columns named like the run's key copies (Implementation.provider,
+    Workload.x_name, x_value) are exported: only the run's copies are left out."""
+    return set() if isinstance(instance, BenchmarkRun) else set(RUN_KEY_SOURCES)
+
+
 def _fields(instance) -> dict:
     out = {}
     for field in instance._meta.concrete_fields:
-        if field.name in SKIPPED_FIELDS or field.is_relation:
+        if field.is_relation or field.name in SKIPPED_FIELDS - _other_models_own(instance):
             continue
         value = getattr(instance, field.attname)
         out[field.name] = value.isoformat() if isinstance(value, datetime) else value

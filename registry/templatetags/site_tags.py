@@ -27,6 +27,14 @@ def percent(value):
 
 
 @register.filter
+def pct(fraction, decimals=1):
+    """A fraction as a percentage (0.004973 → 0.50%); anything but a number is "—"."""
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float):
+        return "—"
+    return f"{fraction * 100:.{int(decimals)}f}%"
+
+
+@register.filter
 def evidence_explanation(level):
     return EVIDENCE_EXPLANATIONS.get(level, "")
 

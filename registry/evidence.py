@@ -1,0 +1,313 @@
+"""What a controlled job's evidence says, read for the run page and the APIs.
+
+A job's `samples`, `sampling`, `gpu_state` and `upstream` are JSON written by a GPU worker
+(docs/protocol.md). They are read here defensively, once: a value of the wrong type (a string
+where a number belongs, a list where a mapping does) reads as unknown, never as an error, so a
+malformed or hostile document cannot break a page; templates escape whatever text remains.
+"""
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from django.db.models import Prefetch, Q
+
+from registry.models import BenchmarkRun, JobKind, JobState, RerunJob
+from registry.sampleplot import PlotRow, SamplePlot
+
+# The job columns the run page and the run API never show (a measure job's log runs to kB).
+UNSHOWN_JOB_FIELDS = ("log", "environment", "protocol", "lease", "reason", "worker_host")
+STOP_REASONS = {
+    "precision": "stopped on precision: the 99% interval of the median reached the target",
+    "budget": "stopped on the time budget before reaching the target precision",
+    "count": "a fixed number of runs (memory: upstream's definition, not sampled to a precision)",
+}
+GPU_READINGS = (
+    ("sm_clock_mhz", "SM clock", "MHz"),
+    ("memory_clock_mhz", "memory clock", "MHz"),
+    ("temperature_c", "temperature", "°C"),
+    ("power_w", "power", "W"),
+)
+
+
+def number(value) -> float | None:
+    """A finite number, or None (booleans and numeric strings are not numbers here)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def mapping(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def words(value) -> list[str]:
+    """A list of short labels (throttle reasons); anything else reads as none."""
+    if not isinstance(value, list):
+        return []
+    return [str(item)[:80] for item in value if isinstance(item, str | int | float) and str(item)]
+
+
+@dataclass
+class GpuReading:
+    when: str
+    values: list[dict] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, when: str, state) -> "GpuReading | None":
+        state = mapping(state)
+        if not state:
+            return None
+        values = [
+            {"name": name, "value": number(state.get(key)), "unit": unit} for key, name, unit in GPU_READINGS
+        ]
+        return cls(when=when, values=values, reasons=words(state.get("reasons")))
+
+
+class JobEvidence:
+    """One job's evidence: its samples, how sampling stopped, the GPU's state, upstream's figure,
+    and for a rerun its verdict and what each side of it rests on."""
+
+    def __init__(
+        self, job: RerunJob, *, run: BenchmarkRun | None = None, measure: "JobEvidence | None" = None
+    ):
+        self.job = job
+        self.run = run
+        self.measure = measure
+        self.sampling = mapping(job.sampling)
+        self.gpu_state = mapping(job.gpu_state)
+        self.upstream_raw = mapping(job.upstream)
+
+    @cached_property
+    def samples(self) -> list[float]:
+        raw = self.job.samples if isinstance(self.job.samples, list) else []
+        return [v for v in (number(s) for s in raw) if v is not None]
+
+    @property
+    def sample_count(self) -> int:
+        return len(self.samples)
+
+    @property
+    def precision(self) -> float | None:
+        return number(self.sampling.get("precision"))
+
+    @property
+    def target_precision(self) -> float | None:
+        return number(self.sampling.get("target_precision"))
+
+    @property
+    def confidence(self) -> float | None:
+        return number(self.sampling.get("confidence"))
+
+    @property
+    def stop(self) -> str:
+        stop = self.sampling.get("stop")
+        return stop if stop in STOP_REASONS else ""
+
+    @property
+    def stop_explanation(self) -> str:
+        return STOP_REASONS.get(self.stop, "")
+
+    @property
+    def reached_target(self) -> bool | None:
+        if self.precision is None or self.target_precision is None:
+            return None
+        return self.precision <= self.target_precision
+
+    @property
+    def same_gpu(self) -> bool | None:
+        same = self.sampling.get("same_gpu")
+        return same if isinstance(same, bool) else None
+
+    @property
+    def basis(self) -> str:
+        basis = self.sampling.get("basis")
+        return basis if basis in ("samples", "upstream") else ""
+
+    @property
+    def throttled(self) -> list[str]:
+        return words(self.gpu_state.get("throttled"))
+
+    @property
+    def gpu_readings(self) -> list[GpuReading]:
+        readings = [
+            GpuReading.of("before", self.gpu_state.get("before")),
+            GpuReading.of("after", self.gpu_state.get("after")),
+        ]
+        return [r for r in readings if r is not None]
+
+    @property
+    def upstream(self) -> dict | None:
+        figures = {key: number(self.upstream_raw.get(key)) for key in ("median", "p20", "p80")}
+        return figures if figures["median"] is not None else None
+
+    @property
+    def host_seconds(self) -> list[dict]:
+        parts = (
+            ("process_start_s", "process start"),
+            ("setup_s", "setup"),
+            ("upstream_s", "upstream's do_bench"),
+            ("warmup_s", "warm-up"),
+            ("timing_s", "timing"),
+        )
+        return [
+            {"name": name, "seconds": number(self.sampling.get(key))}
+            for key, name in parts
+            if number(self.sampling.get(key)) is not None
+        ]
+
+    # --- a rerun's verdict -----------------------------------------------------------------------
+
+    @property
+    def deviation_interval(self) -> tuple[float, float] | None:
+        low, high = number(self.job.deviation_low), number(self.job.deviation_high)
+        return (low, high) if low is not None and high is not None else None
+
+    @property
+    def rerun_side(self) -> str:
+        """What the rerun's side of the verdict rests on, in words."""
+        if self.basis == "upstream":
+            return "upstream's do_bench figure, " + _range_words(self.upstream)
+        return _count_words(self.sample_count)
+
+    @property
+    def recorded_side(self) -> str:
+        """What the recorded run's side rests on."""
+        if self.basis == "samples" and self.measure is not None:
+            return _count_words(self.measure.sample_count)
+        run = self.run or self.job.run
+        if run is None:
+            return "unknown"
+        figures = {"median": number(run.median), "p20": number(run.p20), "p80": number(run.p80)}
+        return "the recorded median, " + _range_words(figures)
+
+    @property
+    def tolerance(self) -> float | None:
+        return number(self.job.tolerance)
+
+    @property
+    def verdict(self) -> str:
+        return self.job.verdict or ""
+
+    @property
+    def verdict_summary(self) -> str:
+        """ "agrees: +0.30% (95% interval −0.40% to +1.00%), within ±2%"."""
+        deviation, interval, tolerance = number(self.job.deviation), self.deviation_interval, self.tolerance
+        if deviation is None:
+            return "no result to compare"
+        bound = f"±{tolerance * 100:g}%" if tolerance is not None else "the tolerance"
+        if not self.verdict:
+            return f"no verdict: {percent(deviation)}, judged by the older fixed tolerance of {bound}"
+        text = f"{self.verdict}: {percent(deviation)}"
+        if interval:
+            text += f" (95% interval {percent(interval[0])} to {percent(interval[1])})"
+        relation = {
+            "agrees": f"within {bound}",
+            "disagrees": f"outside {bound}",
+            "inconclusive": f"neither wholly within nor wholly outside {bound}",
+        }
+        return f"{text}, {relation.get(self.verdict, bound)}"
+
+    @property
+    def recorded_sample_count(self) -> int | None:
+        if self.basis == "samples" and self.measure is not None:
+            return self.measure.sample_count
+        return None
+
+
+def percent(fraction: float) -> str:
+    """A relative difference as a signed percentage, with a true minus sign: −0.23%."""
+    return f"{fraction * 100:+.2f}%".replace("-", "\u2212")
+
+
+def _count_words(count: int) -> str:
+    return f"{count:,} sample{'' if count == 1 else 's'}"
+
+
+def _range_words(figures: dict | None) -> str:
+    if not figures:
+        return "no figure recorded"
+    if figures["p20"] == figures["median"] == figures["p80"]:
+        return "one timed call (p20 = p50 = p80)"
+    return "its published p20–p80 range (no raw samples)"
+
+
+@dataclass
+class RunEvidence:
+    """A run's controlled evidence: the job that measured it (a controlled run) and its reruns,
+    newest first."""
+
+    measurement: JobEvidence | None
+    reruns: list[JobEvidence]
+
+    @property
+    def any(self) -> bool:
+        return self.measurement is not None or bool(self.reruns)
+
+
+def run_evidence(run: BenchmarkRun, jobs: list[RerunJob]) -> RunEvidence:
+    """Build from `jobs` (the run's measure and rerun jobs, newest first), without a query."""
+    finished = (JobState.SUCCEEDED, JobState.DIVERGED)
+    measures = [
+        j for j in jobs if j.kind == JobKind.MEASURE and j.result_run_id == run.pk and j.state in finished
+    ]
+    measurement = JobEvidence(measures[0], run=run) if measures else None
+    reruns = [
+        JobEvidence(j, run=run, measure=measurement)
+        for j in jobs
+        if j.kind == JobKind.RERUN and j.run_id == run.pk and j.state in finished
+    ]
+    return RunEvidence(measurement=measurement, reruns=reruns)
+
+
+def run_jobs(run: BenchmarkRun) -> list[RerunJob]:
+    """The run's measure and rerun jobs with their samples: one query."""
+    return list(
+        RerunJob.objects.filter(Q(run=run) | Q(result_run=run))
+        .defer(*UNSHOWN_JOB_FIELDS)
+        .order_by("-created_at", "-pk")
+    )
+
+
+def samples_plot(run: BenchmarkRun, evidence: RunEvidence, *, max_rows: int = 8) -> SamplePlot | None:
+    """The strip plot of the measurement's samples and its newest reruns' (`max_rows` rows at
+    most); for a run without a measurement (the source's), the recorded median is the dashed line."""
+    jobs = ([evidence.measurement] if evidence.measurement else []) + evidence.reruns
+    rows = [
+        PlotRow(
+            label=f"{'measured' if e.job.kind == JobKind.MEASURE else 'rerun'}, job #{e.job.pk}",
+            samples=e.samples,
+            median=number(e.job.median),
+            ci_low=number(e.job.ci_low),
+            ci_high=number(e.job.ci_high),
+        )
+        for e in jobs
+        if e.samples
+    ][:max_rows]
+    if not rows:
+        return None
+    reference = None if evidence.measurement else number(run.median)
+    return SamplePlot(dom_id=f"samples-{run.pk}", unit=run.unit, rows=rows, reference=reference)
+
+
+def with_jobs(runs):
+    """`runs` with their measure and rerun jobs prefetched (two queries, whatever the number of
+    runs), for `run_evidence_of`."""
+    jobs = RerunJob.objects.defer(*UNSHOWN_JOB_FIELDS).order_by("-created_at", "-pk")
+    return runs.prefetch_related(
+        Prefetch("rerun_jobs", queryset=jobs), Prefetch("measured_by_jobs", queryset=jobs)
+    )
+
+
+def run_evidence_of(run: BenchmarkRun) -> RunEvidence:
+    """The evidence of a run read through `with_jobs` (without it, two queries per run)."""
+    cached = getattr(run, "_controlled_evidence", None)
+    if cached is None:
+        jobs = sorted(
+            [*run.measured_by_jobs.all(), *run.rerun_jobs.all()],
+            key=lambda j: (j.created_at, j.pk),
+            reverse=True,
+        )
+        cached = run._controlled_evidence = run_evidence(run, jobs)
+    return cached
