@@ -1,9 +1,19 @@
-"""Fixtures for every test."""
+"""Fixtures for every test: the page cache emptied, the harness fetched for worker tests, and the
+roles (contributors, a moderator, a superuser), each defined here once."""
+
+import importlib
 
 import pytest
+from allauth.account.models import EmailAddress
+from django.apps import apps as django_apps
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.core.cache import cache
 
+from attestations import services
 from registry.reruns.harness.cache import harness_fetch
+
+PASSWORD = "correct-horse-battery-staple-42"
 
 
 @pytest.fixture(autouse=True)
@@ -27,3 +37,69 @@ def harness_for_workers(request):
     fetched first, so such a test passes when run on its own on a fresh machine too."""
     if request.node.get_closest_marker("worker"):
         request.getfixturevalue("harness_root")
+
+
+# --- roles ----------------------------------------------------------------------------------
+
+
+def make_user(username: str, **extra):
+    """A contributor as signing up makes one: a password and a verified primary e-mail address."""
+    user = get_user_model().objects.create_user(
+        username=username, email=f"{username}@example.org", password=PASSWORD, **extra
+    )
+    EmailAddress.objects.create(user=user, email=user.email, verified=True, primary=True)
+    return user
+
+
+MODERATOR_MIGRATIONS = ["0002_moderators_group", "0003_moderators_request_reruns"]
+
+
+def moderators_group_ensure() -> Group:
+    """The group as the data migrations leave it. A flush (transactional tests, other modules'
+    teardown) removes rows that migrations created, so replay them the way `migrate` did."""
+    if not Group.objects.filter(name=services.MODERATORS_GROUP).exists():
+        for name in MODERATOR_MIGRATIONS:
+            migration = importlib.import_module(f"attestations.migrations.{name}")
+            (getattr(migration, "moderators_create", None) or migration.permissions_add)(django_apps, None)
+    return Group.objects.get(name=services.MODERATORS_GROUP)
+
+
+@pytest.fixture
+def moderators_group(db):
+    return moderators_group_ensure()
+
+
+@pytest.fixture
+def contributor(db):
+    return make_user("ada")
+
+
+@pytest.fixture
+def other_contributor(db):
+    return make_user("grace")
+
+
+@pytest.fixture
+def moderator(moderators_group):
+    """A member of the `moderators` group, as `moderator_add` makes one (staff, no right to edit
+    runs or jobs by hand)."""
+    user = make_user("mod")
+    services.moderator_add(user=user)
+    return get_user_model().objects.get(pk=user.pk)  # a fresh instance: no stale permission cache
+
+
+@pytest.fixture
+def superuser(db):
+    return get_user_model().objects.create_superuser("root", "root@example.org", "pw")
+
+
+@pytest.fixture
+def contributor_client(client, contributor):
+    client.force_login(contributor)
+    return client
+
+
+@pytest.fixture
+def moderator_client(client, moderator):
+    client.force_login(moderator)
+    return client

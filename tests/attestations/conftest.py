@@ -1,13 +1,8 @@
-"""Named users for every role, and the reference record with its comparison group (plus a
-memory run) imported through the real importer from a four-row slice of the bundled file."""
-
-import importlib
+"""The reference record with its comparison group (plus a memory run) imported through the real
+importer from a four-row slice of the bundled file, and submissions filed as the forms file them.
+The roles are tests/conftest.py's."""
 
 import pytest
-from allauth.account.models import EmailAddress
-from django.apps import apps as django_apps
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.core.cache import cache
 
 from attestations import services
@@ -19,7 +14,6 @@ REFERENCE_ID = (
     "geglu/backward/huggingface/nvidia-a100-sxm4-80gb/"
     "batch8-hidden4096-intermediate11008-seq8192-bf16/2024-09-03-15-38-42"
 )
-PASSWORD = "correct-horse-battery-staple-42"
 
 
 def reference_slice() -> str:
@@ -80,61 +74,6 @@ def runs(db, liger_csv):
 @pytest.fixture
 def run(runs):
     return runs["reference"]
-
-
-def make_user(username: str, **extra):
-    user = get_user_model().objects.create_user(
-        username=username, email=f"{username}@example.org", password=PASSWORD, **extra
-    )
-    EmailAddress.objects.create(user=user, email=user.email, verified=True, primary=True)
-    return user
-
-
-MODERATOR_MIGRATIONS = ["0002_moderators_group", "0003_moderators_request_reruns"]
-
-
-def moderators_group_ensure() -> Group:
-    """The group as the data migrations leave it. A flush (transactional tests, other modules'
-    teardown) removes rows that migrations created, so replay them the way `migrate` did."""
-    if not Group.objects.filter(name=services.MODERATORS_GROUP).exists():
-        for name in MODERATOR_MIGRATIONS:
-            migration = importlib.import_module(f"attestations.migrations.{name}")
-            (getattr(migration, "moderators_create", None) or migration.permissions_add)(django_apps, None)
-    return Group.objects.get(name=services.MODERATORS_GROUP)
-
-
-@pytest.fixture
-def moderators_group(db):
-    return moderators_group_ensure()
-
-
-@pytest.fixture
-def contributor(db):
-    return make_user("ada")
-
-
-@pytest.fixture
-def other_contributor(db):
-    return make_user("grace")
-
-
-@pytest.fixture
-def moderator(moderators_group):
-    user = make_user("mod")
-    services.moderator_add(user=user)
-    return get_user_model().objects.get(pk=user.pk)  # a fresh instance: no stale permission cache
-
-
-@pytest.fixture
-def contributor_client(client, contributor):
-    client.force_login(contributor)
-    return client
-
-
-@pytest.fixture
-def moderator_client(client, moderator):
-    client.force_login(moderator)
-    return client
 
 
 REPRODUCTION = {

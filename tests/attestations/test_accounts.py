@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core import mail
 from django.urls import reverse
 
-from tests.attestations.conftest import PASSWORD
+from tests.conftest import PASSWORD
 
 pytestmark = pytest.mark.django_db
 

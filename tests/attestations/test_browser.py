@@ -12,7 +12,8 @@ from django.urls import reverse
 from attestations import services
 from attestations.models import Attestation, IssueReport
 from registry.models import BenchmarkRun
-from tests.attestations.conftest import PASSWORD, REFERENCE_ID, make_user
+from tests.attestations.conftest import REFERENCE_ID
+from tests.conftest import PASSWORD, make_user
 
 CHROMIUM = Path("/usr/bin/chromium")
 

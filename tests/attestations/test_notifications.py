@@ -7,7 +7,8 @@ from django.db import transaction
 
 from attestations import services, tasks
 from attestations.models import AuditEntry, Notification
-from tests.attestations.conftest import make_user, submit_reproduction
+from tests.attestations.conftest import submit_reproduction
+from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,8 @@ from django.urls import reverse
 
 from attestations import services
 from registry.models import BenchmarkRun
-from tests.attestations.conftest import make_user, submit_note, submit_reproduction
+from tests.attestations.conftest import submit_note, submit_reproduction
+from tests.conftest import make_user
 
 pytestmark = pytest.mark.django_db
 

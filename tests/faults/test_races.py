@@ -18,7 +18,8 @@ from attestations import services
 from attestations.models import Attestation, AttestationState, AuditEntry
 from registry.models import BenchmarkRun, RerunJob
 from registry.reruns.services import rerun_request
-from tests.attestations.conftest import make_user, moderators_group_ensure, submit_reproduction
+from tests.attestations.conftest import submit_reproduction
+from tests.conftest import make_user, moderators_group_ensure
 from tests.faults.support import needs_postgresql, needs_redis, small_cpu_rows
 from tests.reruns.conftest import csv_import
 from tests.reruns.worker import queue_length

@@ -1,18 +1,15 @@
 """Fixtures for controlled runs: a small Liger CSV whose workloads run in a second on a CPU,
-the roles, and a harness result as the harness reports one."""
+and a harness result as the harness reports one (the roles are tests/conftest.py's)."""
 
 import csv
 import json
 
 import pytest
-from django.contrib.auth.models import User
 
-from attestations.services import moderator_add
 from registry.importers.liger import COLUMNS as HEADER
 from registry.models import BenchmarkRun
 from registry.reruns.harness import stats
 from registry.services import liger_import
-from tests.attestations.conftest import moderators_group_ensure
 
 SMALL_GEGLU = (
     '{"bsz": 2, "hidden_size": 64, "intermediate_size": 128, '
@@ -102,21 +99,6 @@ def far_off_cpu_run(small_data):
 @pytest.fixture
 def broken_cpu_run(small_data):
     return small_data.get(environment__slug="cpu", workload__parameters__T=8)
-
-
-@pytest.fixture
-def moderator(db):
-    """A member of the `moderators` group, as `moderator_add` makes one: no change permission on
-    runs or jobs, only request_rerun and the read-only views."""
-    moderators_group_ensure()
-    user = User.objects.create_user("moderator", "moderator@example.org", "pw")
-    moderator_add(user=user)
-    return User.objects.get(pk=user.pk)
-
-
-@pytest.fixture
-def contributor(db):
-    return User.objects.create_user("contributor", "contributor@example.org", "pw")
 
 
 def spread_samples(median: float, *, spread: float = 0.006, count: int = 41) -> list[float]:

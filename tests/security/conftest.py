@@ -32,10 +32,9 @@ from tests.attestations.conftest import (  # noqa: F401 (autouse fixtures, share
     clean_cache,
     eager_celery,
     fast_password_hashing,
-    make_user,
-    moderators_group_ensure,
     reference_slice,
 )
+from tests.conftest import make_user, moderators_group_ensure
 
 ROLES = ("visitor", "owner", "other", "moderator", "worker", "revoked")
 SESSION_ROLES = ("owner", "other", "moderator", "revoked")

@@ -10,7 +10,7 @@ import pytest
 from django.test import Client, override_settings
 from django.urls import reverse
 
-from tests.attestations.conftest import PASSWORD
+from tests.conftest import PASSWORD
 from tests.processes import ROOT, child_env, manage
 from tests.security.authz_matrix import ROWS
 from tests.security.routes import fill, path_values

@@ -10,8 +10,6 @@ from rest_framework.test import APIClient
 from attestations import services
 from registry.models import BenchmarkRun
 from tests.attestations.conftest import (  # noqa: F401 (fixtures)
-    contributor,
-    contributor_client,
     liger_csv,
     run,
     runs,

@@ -11,7 +11,7 @@ from django.test import Client
 from django.urls import reverse
 
 from registry.models import JobState, RerunJob
-from tests.attestations.conftest import PASSWORD
+from tests.conftest import PASSWORD
 
 pytestmark = pytest.mark.django_db
 

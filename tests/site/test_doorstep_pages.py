@@ -11,12 +11,7 @@ from django.urls import reverse
 from attestations import services
 from attestations.models import Attestation
 from tests.attestations.conftest import (  # noqa: F401 (fixtures)
-    contributor,
-    contributor_client,
     liger_csv,
-    moderator,
-    moderator_client,
-    moderators_group,
     run,
     runs,
     submit_reproduction,
