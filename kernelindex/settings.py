@@ -107,6 +107,9 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
+            # Tag libraries outside an app's templatetags/ (the rerun pipeline is a package of
+            # the registry app, with everything of its own in registry/reruns/).
+            "libraries": {"rerun_tags": "registry.reruns.templatetags"},
         },
     },
 ]

@@ -18,42 +18,7 @@ class JobSerializer(JobEvidenceFields, serializers.ModelSerializer):
 
     class Meta:
         model = RerunJob
-        fields = [
-            "id",
-            "kind",
-            "state",
-            "run",
-            "result_run",
-            "kernel",
-            "provider",
-            "workload",
-            "operation_mode",
-            "metric",
-            "gpu_slug",
-            "worker_gpu",
-            "attempts",
-            "created_at",
-            "started_at",
-            "heartbeat_at",
-            "finished_at",
-            "unit",
-            "median",
-            "p20",
-            "p80",
-            "ci_low",
-            "ci_high",
-            "tolerance",
-            "deviation",
-            "verdict",
-            "deviation_low",
-            "deviation_high",
-            "verdict_note",
-            "gpu_uuid",
-            *JobEvidenceFields.FIELDS,
-            "agreement_pct",
-            "error",
-            "url",
-        ]
+        fields = ["id", *RerunJob.PUBLIC_FIELDS, *JobEvidenceFields.FIELDS, "agreement_pct", "url"]
 
 
 class JobDetailSerializer(JobSerializer):

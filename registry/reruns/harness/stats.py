@@ -86,6 +86,8 @@ def difference_interval(new: Side, old: Side, confidence: float = VERDICT_CONFID
     in `spread_from` (samples of the same work under another loop), as the samples' central
     `confidence` range around their median. With one call and no samples to say how much one call
     varies there is no interval: (point, None, None, why)."""
+    if not old.median > 0:
+        return None, None, None, "the recorded median is not positive: no relative difference"
     point = float((new.median - old.median) / old.median)
     if new.has_samples and old.has_samples:
         result = stats.bootstrap(

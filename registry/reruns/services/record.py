@@ -140,9 +140,13 @@ def _verdict_note(job: RerunJob, new, old, how: str, basis: str) -> str:
         "another rerun may settle it",
     }[job.verdict]
     return (
-        f"Compared: {compared}. Difference of medians {job.deviation:+.2%}, {interval} ({how}). "
+        f"Compared: {compared}. Difference of medians {_percent(job.deviation)}, {interval} ({how}). "
         f"Rerun: {new.count}; recorded run: {old.count}. {why[0].upper()}{why[1:]}."
     )
+
+
+def _percent(value) -> str:
+    return "unknown" if value is None else f"{value:+.2%}"
 
 
 def _figures(value) -> dict:
