@@ -15,12 +15,20 @@ H200_FILE = BUNDLED_CONTROLLED_DIR / "nvidia-h200-geglu.json"
 REFERENCE = "batch8-hidden4096-intermediate11008-seq8192-bf16"
 
 
+def shipped_entries() -> list[dict]:
+    return [
+        entry
+        for path in sorted(BUNDLED_CONTROLLED_DIR.glob("*.json"))
+        for entry in json.loads(path.read_text())["runs"]
+    ]
+
+
 def shipped_agreeing() -> int:
-    """Runs of the shipped file that a rerun with an `agrees` verdict backs: only those load at
-    `reproduced`. A rerun judged by the old fixed tolerance has no verdict and backs none."""
+    """Runs that a rerun with an `agrees` verdict backs: only those load at `reproduced`. A rerun
+    judged by the old fixed tolerance has no verdict and backs none."""
     return sum(
         1
-        for entry in json.loads(H200_FILE.read_text())["runs"]
+        for entry in shipped_entries()
         if entry["run"]["evidence_level"] == "reproduced"
         and any(
             j["role"] == "rerun" and j["state"] == "succeeded" and j.get("verdict") == "agrees"
@@ -29,66 +37,101 @@ def shipped_agreeing() -> int:
     )
 
 
+def shipped_jobs(**match) -> int:
+    return sum(
+        1
+        for entry in shipped_entries()
+        for job in entry["jobs"]
+        if all(job.get(key) == value for key, value in match.items())
+    )
+
+
 @pytest.mark.django_db
 class TestShippedH200Runs:
     def test_they_load_as_measured_and_reproduced_runs_with_their_jobs(self):
+        entries = shipped_entries()
         summary = controlled_runs_load(path=BUNDLED_CONTROLLED_DIR)
 
         runs = BenchmarkRun.objects.filter(
             source__slug="kernelindex-controlled", environment__slug="nvidia-h200"
         )
-        assert (summary.rows, summary.created) == (32, 32)
-        assert runs.filter(evidence_level="reproduced").count() == shipped_agreeing()
-        assert runs.filter(evidence_level="measured").count() == 32 - shipped_agreeing()
-        assert RerunJob.objects.filter(kind="measure", state="succeeded").count() == 32
+        assert (summary.rows, summary.created) == (len(entries), len(entries))
+        assert len({entry["kernel"]["slug"] for entry in entries}) == 34
+        assert runs.filter(evidence_level="reproduced").count() == shipped_agreeing() > 0
+        assert runs.filter(evidence_level="measured").count() == len(entries) - shipped_agreeing()
+        assert RerunJob.objects.filter(kind="measure", state="succeeded").count() == len(entries)
         # Every rerun is kept as history, whatever level its run now loads at.
-        assert RerunJob.objects.filter(kind="rerun", state="succeeded").count() == 29
-        assert RerunJob.objects.filter(kind="rerun", state="diverged").count() == 3
-        # Their own comparison groups: huggingface against liger, per workload, pass and metric.
-        assert {run.group_size for run in runs} == {2}
-        assert {run.rank for run in runs} <= {1, 2}
+        for state in ("succeeded", "diverged", "failed"):
+            assert RerunJob.objects.filter(kind="rerun", state=state).count() == shipped_jobs(
+                kind="rerun", state=state
+            )
+        for verdict in ("agrees", "disagrees", "inconclusive"):
+            assert RerunJob.objects.filter(verdict=verdict).count() == shipped_jobs(verdict=verdict) > 0
+        # Loaded runs keep their implementation's provider (older exports left it out).
+        assert not runs.filter(implementation__provider="").exists()
+        assert {run.rank for run in runs} - {None} and min(run.rank for run in runs if run.rank) == 1
 
-    def test_a_run_shipped_as_reproduced_by_a_verdictless_rerun_loads_at_measured(self):
-        controlled_runs_load(path=BUNDLED_CONTROLLED_DIR)
+    def test_a_run_shipped_as_reproduced_by_a_verdictless_rerun_loads_at_measured(self, tmp_path):
+        """The GeGLU runs shipped before verdicts were `reproduced` by a fixed 5% tolerance: a file
+        that still says so loads them at `measured`, their reruns kept as history."""
+        document = json.loads(H200_FILE.read_text())
+        entry = next(
+            e
+            for e in document["runs"]
+            if any(j["role"] == "rerun" and j["state"] == "succeeded" for j in e["jobs"])
+        )
+        entry["run"]["evidence_level"] = "reproduced"
+        for job in entry["jobs"]:
+            job["verdict"] = ""
+        document["runs"] = [entry]
+        path = tmp_path / "before-verdicts.json"
+        path.write_text(json.dumps(document))
 
-        for entry in json.loads(H200_FILE.read_text())["runs"]:
-            reruns = [j for j in entry["jobs"] if j["role"] == "rerun"]
-            if entry["run"]["evidence_level"] == "reproduced" and not any(j.get("verdict") for j in reruns):
-                run = BenchmarkRun.objects.get(digest=entry["run"]["digest"])
-                assert run.evidence_level == "measured", run.external_id
-                assert RerunJob.objects.filter(run=run, kind="rerun").count() == len(reruns)
+        controlled_runs_load(path=path)
 
-    def test_the_reference_workload_matches_the_published_h200_figures(self):
+        run = BenchmarkRun.objects.get(digest=entry["run"]["digest"])
+        assert run.evidence_level == "measured"
+        assert RerunJob.objects.filter(run=run, kind="rerun").count() == sum(
+            j["role"] == "rerun" for j in entry["jobs"]
+        )
+
+    def test_the_reference_workload_under_kernelindex_cuda_v1(self):
+        """Upstream's timer on an H200 gave huggingface 54.8 ms and liger 53.4 ms for the backward
+        pass; the README gives how far the controlled figures are from those (liger's is not
+        within 2%)."""
         controlled_runs_load(path=BUNDLED_CONTROLLED_DIR)
 
         backward = BenchmarkRun.objects.filter(
-            source__slug="kernelindex-controlled", workload__slug=REFERENCE, operation_mode="backward"
+            source__slug="kernelindex-controlled",
+            workload__slug=REFERENCE,
+            operation_mode="backward",
+            metric="latency",
+            protocol__comparability_family="kernelindex/cuda-v1",
         )
         medians = {run.implementation.provider: run.median for run in backward}
-        assert medians["huggingface"] == pytest.approx(54.8, rel=0.05)
-        assert medians["liger"] == pytest.approx(53.4, rel=0.05)
+        assert medians["huggingface"] == pytest.approx(54.8, rel=0.02)
+        assert medians["liger"] < medians["huggingface"]
         job = RerunJob.objects.get(result_run=backward.get(implementation__provider="liger"))
-        assert len(job.samples) >= 20
+        assert len(job.samples) >= 30
+        assert job.sampling["stop"] in ("precision", "budget")
+        assert job.upstream["median"] == pytest.approx(53.4, rel=0.02)  # upstream's own call, unchanged
         assert (job.environment["gpu_name"], job.environment["liger_kernel"]) == ("NVIDIA H200", "0.8.5")
         assert job.environment["torch"] and job.environment["triton"] and job.environment["driver"]
+        assert job.gpu_uuid.startswith("GPU-")
 
     def test_loading_again_changes_nothing(self):
         controlled_runs_load(path=BUNDLED_CONTROLLED_DIR)
+        jobs = RerunJob.objects.count()
 
         again = controlled_runs_load(path=BUNDLED_CONTROLLED_DIR)
 
-        assert (again.created, again.unchanged) == (0, 32)
-        assert RerunJob.objects.count() == 64
+        assert (again.created, again.unchanged) == (0, len(shipped_entries()))
+        assert RerunJob.objects.count() == jobs
 
     def test_their_workloads_are_the_bundled_liger_workloads(self):
-        shipped = {entry["workload"]["digest"] for entry in json.loads(H200_FILE.read_text())["runs"]}
-        bundled = {
-            row.workload["digest"]
-            for row in liger.parse_file(BUNDLED_LIGER_CSV.read_bytes())
-            if row.kernel["slug"] == "geglu"
-        }
+        shipped = {entry["workload"]["digest"] for entry in shipped_entries()}
+        bundled = {row.workload["digest"] for row in liger.parse_file(BUNDLED_LIGER_CSV.read_bytes())}
 
-        assert len(shipped) == 4
         assert shipped <= bundled
 
 
@@ -117,7 +160,8 @@ class TestLoadBundledDataCommand:
         call_command("load_bundled_data", stdout=first)
         call_command("load_bundled_data", stdout=second)
 
-        assert "kernelindex-controlled: 32 rows: 32 created" in first.getvalue()
-        assert "kernelindex-controlled: 32 rows: 0 created, 32 unchanged" in second.getvalue()
-        assert BenchmarkRun.objects.filter(source__slug="liger-kernel").count() == 2448
+        count = len(shipped_entries())
+        assert f"kernelindex-controlled: {count} rows: {count} created" in first.getvalue()
+        assert f"kernelindex-controlled: {count} rows: 0 created, {count} unchanged" in second.getvalue()
+        assert BenchmarkRun.objects.filter(source__slug="liger-kernel").current().count() == 2448
         assert BenchmarkRun.objects.filter(evidence_level="reproduced").count() == shipped_agreeing()
