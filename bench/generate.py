@@ -30,6 +30,7 @@ from pathlib import Path
 
 from registry import digests
 from registry.importers import liger
+from registry.ranks import competition_ranks
 from registry.services.imports import BUNDLED_LIGER_CSV
 
 VERSIONS = ["0.5.0", "0.6.0", "0.7.0", "0.8.0"]
@@ -203,7 +204,7 @@ def _supersede_and_rank(small: list, first_pk: int) -> dict[int, tuple]:
         else:
             decided[index] = (None, None, first_pk + winner)
     for members in groups.values():
-        ranks = digests.competition_ranks([m for _, m in members])
+        ranks = competition_ranks([m for _, m in members])
         for (index, _), rank in zip(members, ranks, strict=True):
             decided[index] = (rank, len(members), None)
     return decided

@@ -136,15 +136,3 @@ def comparison_key(
             "gpu": gpu,
         }
     )
-
-
-def competition_ranks(values: list[float]) -> list[int]:
-    """Rank 1 is the lowest value; equal values share a rank and leave a gap ("1, 1, 3")."""
-    order = sorted(range(len(values)), key=lambda i: values[i])
-    ranks = [0] * len(values)
-    for position, index in enumerate(order):
-        if position and values[index] == values[order[position - 1]]:
-            ranks[index] = ranks[order[position - 1]]
-        else:
-            ranks[index] = position + 1
-    return ranks

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from registry import digests
 from registry.models import BenchmarkRun
+from registry.ranks import competition_ranks
 
 CHUNK = 2000
 
@@ -108,7 +109,7 @@ def _run_mismatches(run) -> Iterator[Mismatch]:
 
 
 def _group_mismatches(members: list[dict]) -> Iterator[Mismatch]:
-    ranks = digests.competition_ranks([run["median"] for run in members])
+    ranks = competition_ranks([run["median"] for run in members])
     for run, rank in zip(members, ranks, strict=True):
         if (run["rank"], run["group_size"]) != (rank, len(members)):
             yield _mismatch(

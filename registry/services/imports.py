@@ -24,6 +24,7 @@ from registry.models import (
     SourceImport,
     Workload,
 )
+from registry.ranks import competition_ranks
 from registry.services.run_keys import run_keys_fill
 
 BUNDLED_LIGER_CSV = (
@@ -565,7 +566,7 @@ def _ranks_decide(members) -> dict:
         elif rank is not None or size is not None:
             updates[member] = (None, None)
     for group in groups.values():
-        ranks = digests.competition_ranks([median for _, median, _, _ in group])
+        ranks = competition_ranks([median for _, median, _, _ in group])
         for (member, _, old_rank, old_size), rank in zip(group, ranks, strict=True):
             if (old_rank, old_size) != (rank, len(group)):
                 updates[member] = (rank, len(group))

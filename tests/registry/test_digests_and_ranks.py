@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from registry import digests
 from registry.importers.liger import parse_file
 from registry.models import BenchmarkRun
+from registry.ranks import competition_ranks
 from registry.services import groups_rerank, liger_import
 from tests.registry.csvdata import bundled_rows, write_csv
 
@@ -98,7 +99,7 @@ class TestRanks:
         ],
     )
     def test_competition_ranks_share_ties(self, values, ranks):
-        assert digests.competition_ranks(values) == ranks
+        assert competition_ranks(values) == ranks
 
     @pytest.mark.django_db
     def test_equal_medians_share_a_rank_in_the_database(self, tmp_path):
