@@ -166,6 +166,19 @@ def _tick(value) -> str:
     return f"{value:g}"
 
 
+def panel_order(panel: dict) -> tuple:
+    """Where a panel stands on the page: latency before memory, then GPU, timed pass and swept
+    parameter. `panel` is one of its points (selectors.chart_points) or a selectors.chart_panels
+    entry, which name these alike; selectors.chart_points_drawn reads only the panels that sort
+    first in this order."""
+    return (
+        METRIC_ORDER.get(panel["metric"], 9),
+        panel["environment__product"],
+        PASS_ORDER.get(panel["operation_mode"], 9),
+        panel["workload__x_name"],
+    )
+
+
 def panels_build(points: list[dict], *, limit: int = MAX_PANELS) -> tuple[list[Panel], int]:
     """Group chart points (selectors.chart_points rows) into panels; returns the panels and how
     many were left out beyond `limit`."""
@@ -174,15 +187,7 @@ def panels_build(points: list[dict], *, limit: int = MAX_PANELS) -> tuple[list[P
         x_name = row["workload__x_name"]
         key = (row["metric"], row["environment__slug"], row["operation_mode"], x_name)
         grouped.setdefault(key, {"rows": []})["rows"].append(row)
-    ordered = sorted(
-        grouped.items(),
-        key=lambda item: (
-            METRIC_ORDER.get(item[0][0], 9),
-            item[1]["rows"][0]["environment__product"],
-            PASS_ORDER.get(item[0][2], 9),
-            item[0][3],
-        ),
-    )
+    ordered = sorted(grouped.items(), key=lambda item: panel_order(item[1]["rows"][0]))
     panels = [_panel(key, group) for key, group in ordered[:limit]]
     return panels, max(0, len(ordered) - limit)
 

@@ -7,13 +7,11 @@ run at import, so no page computes them.
 import itertools
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from django.db.models import Count, Exists, Max, Min, OuterRef, Q, Value
 
-from registry import charts
-from registry.charts import MAX_PANELS, METRIC_ORDER, PASS_ORDER
 from registry.models import (
     EVIDENCE_EXPLANATIONS,
     BenchmarkRun,
@@ -461,31 +459,23 @@ def chart_points_drawn(
     queryset,
     *,
     kernel: Kernel,
+    order: Callable[[dict], tuple],
+    limit: int,
+    max_points: int,
     x_names: Iterable[str] | None = None,
-    limit: int = MAX_PANELS,
-    max_points: int | None = None,
 ) -> tuple[list[dict], int]:
-    """The filtered runs of the first `limit` chart panels (in `charts.panels_build`'s order), and
-    perhaps of a few more on the same GPUs, as plain values; and how many panels were left out.
+    """The filtered runs of the first `limit` chart panels in `order` (the charts' own: the view
+    passes `charts.panel_order`, `charts.MAX_PANELS` and `charts.MAX_CHART_POINTS`), and perhaps
+    of a few more on the same GPUs, as plain values; and how many panels were left out.
     Two queries (three without `x_names`, the kernel's swept parameters): the panels
     (`chart_panels`), then the points of the drawn panels' GPUs, so a kernel measured on many
     GPUs does not load every run it has into Python for 24 charts. The points query reads at
-    most `max_points + 1` rows (`charts.MAX_CHART_POINTS` unless given): more than that means the
-    selection is over the page's budget, and the rows read are not a whole set of panels."""
-    if max_points is None:
-        max_points = charts.MAX_CHART_POINTS
+    most `max_points + 1` rows: more than that means the selection is over the page's budget,
+    and the rows read are not a whole set of panels."""
     if x_names is None:
         x_names = Workload.objects.filter(kernel=kernel).values_list("x_name", flat=True).distinct()
     panels = chart_panels(queryset, kernel=kernel, x_names=x_names)
-    drawn = sorted(
-        panels,
-        key=lambda p: (
-            METRIC_ORDER.get(p["metric"], 9),
-            p["environment__product"],
-            PASS_ORDER.get(p["operation_mode"], 9),
-            p["workload__x_name"],
-        ),
-    )[:limit]
+    drawn = sorted(panels, key=order)[:limit]
     queryset = queryset.order_by()
     if len(drawn) < len(panels):
         # The drawn panels' GPUs and metrics: a superset of their points that PostgreSQL reads

@@ -212,7 +212,14 @@ def kernel_detail(request, slug):
         current = (
             filterset.qs if "current" in request.GET or "withdrawn" in request.GET else filterset.qs.current()
         )
-        points, omitted = selectors.chart_points_drawn(current, kernel=kernel, x_names=choices["x_names"])
+        points, omitted = selectors.chart_points_drawn(
+            current,
+            kernel=kernel,
+            x_names=choices["x_names"],
+            order=charts.panel_order,
+            limit=charts.MAX_PANELS,
+            max_points=charts.MAX_CHART_POINTS,
+        )
         points_over = len(points) > charts.MAX_CHART_POINTS
         if not points_over:
             panels, _ = charts.panels_build(points)

@@ -39,6 +39,13 @@ def kernel(grown, db):
     return Kernel.objects.annotate(runs_count=Count("runs")).order_by("-runs_count", "pk").first()
 
 
+def drawn_points(current, kernel, *, limit=charts.MAX_PANELS, max_points=charts.MAX_CHART_POINTS):
+    """The kernel page's chart points, as its view reads them."""
+    return selectors.chart_points_drawn(
+        current, kernel=kernel, order=charts.panel_order, limit=limit, max_points=max_points
+    )
+
+
 def _page_ids(client, kernel, **query):
     response = client.get(reverse("registry:kernel-detail", args=[kernel.slug]), query)
     assert response.status_code == 200
@@ -75,16 +82,16 @@ class TestChartsAndChoices:
     def test_only_the_drawn_panels_points_are_read_and_they_make_the_same_charts(self, kernel):
         current = BenchmarkRun.objects.public().filter(kernel=kernel).current()
         every_point = selectors.chart_points(current)
-        points, omitted = selectors.chart_points_drawn(current, kernel=kernel, limit=4)
+        points, omitted = drawn_points(current, kernel, limit=4)
         assert len(points) < len(every_point)
         assert charts.panels_build(points, limit=4)[0] == charts.panels_build(every_point, limit=4)[0]
         assert omitted == charts.panels_build(every_point, limit=4)[1] > 0
 
     def test_the_points_query_reads_at_most_one_row_over_the_budget(self, kernel):
         current = BenchmarkRun.objects.public().filter(kernel=kernel).current()
-        points, _ = selectors.chart_points_drawn(current, kernel=kernel)
+        points, _ = drawn_points(current, kernel)
         assert len(points) > 6
-        over, _ = selectors.chart_points_drawn(current, kernel=kernel, max_points=5)
+        over, _ = drawn_points(current, kernel, max_points=5)
         assert len(over) == 6
 
     def test_a_selection_over_the_point_budget_draws_no_chart_and_says_so(
@@ -92,7 +99,7 @@ class TestChartsAndChoices:
     ):
         settings.PAGE_CACHE_SECONDS = 0  # the same URL is asked twice, under two budgets
         current = BenchmarkRun.objects.public().filter(kernel=kernel).current()
-        drawn = len(selectors.chart_points_drawn(current, kernel=kernel)[0])
+        drawn = len(drawn_points(current, kernel)[0])
         url = reverse("registry:kernel-detail", args=[kernel.slug])
 
         monkeypatch.setattr(charts, "MAX_CHART_POINTS", drawn - 1)
