@@ -25,6 +25,7 @@ from attestations.models import (
     IssueReport,
     IssueReportState,
 )
+from registry.admin import ReadOnlyAdminMixin
 
 
 class QueueFilter(admin.SimpleListFilter):
@@ -101,22 +102,13 @@ class AgeFilter(admin.SimpleListFilter):
         return queryset
 
 
-class ModerationAdmin(admin.ModelAdmin):
+class ModerationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Shared by the two queues: read-only objects, decisions as actions and per-object buttons."""
 
     change_form_template = "attestations/admin/change_form.html"
     perm: str = ""
     # action name → (label, service call, whether the reason is required)
     decisions: dict = {}
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     def has_moderate_permission(self, request):
         return request.user.has_perm(self.perm)
@@ -361,7 +353,7 @@ class IssueReportAdmin(ModerationAdmin):
 
 
 @admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin):
+class AuditEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Read-only for everyone, superusers included: the log is never edited nor deleted."""
 
     list_display = ["created_at", "actor_name", "action", "object_link", "from_state", "to_state", "reason"]
@@ -371,15 +363,6 @@ class AuditEntryAdmin(admin.ModelAdmin):
     date_hierarchy = "created_at"
     fields = ["created_at", "actor_name", "action", "object_link", "from_state", "to_state", "reason"]
     readonly_fields = fields
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     @admin.display(description="actor", ordering="actor__username")
     def actor_name(self, obj):

@@ -23,12 +23,9 @@ from registry.reruns.admin import has_request_rerun_permission, request_rerun
 from registry.services.sync import syncs_stuck
 
 
-class PublishedRecordAdmin(admin.ModelAdmin):
-    """Read-only for everyone, superusers included. A run's measurements, workload, protocol and
-    environment are what its digest and manifest certify, its rank follows from them, and
-    withdrawal and supersession are the importer's: an edit here would show a figure the digest
-    does not cover. Corrections are new runs (the importer, or a controlled run); the evidence
-    level is the rerun pipeline's alone."""
+class ReadOnlyAdminMixin:
+    """No add, change or delete in the admin, for anyone, superusers included: such rows change
+    through services only (published records, the moderation queues, the audit log)."""
 
     def has_add_permission(self, request):
         return False
@@ -38,6 +35,14 @@ class PublishedRecordAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return False
+
+
+class PublishedRecordAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Read-only for everyone, superusers included. A run's measurements, workload, protocol and
+    environment are what its digest and manifest certify, its rank follows from them, and
+    withdrawal and supersession are the importer's: an edit here would show a figure the digest
+    does not cover. Corrections are new runs (the importer, or a controlled run); the evidence
+    level is the rerun pipeline's alone."""
 
 
 class PageCacheAdmin(admin.ModelAdmin):
@@ -152,6 +157,7 @@ class BenchmarkRunAdmin(PublishedRecordAdmin):
         "environment",
         "kernel",
     ]
+
     def has_request_rerun_permission(self, request):
         return has_request_rerun_permission(request)
 
