@@ -7,6 +7,8 @@ from django import template
 from django.db.models import Q
 
 from registry.models import RerunJob
+from registry.reruns.harness.spec import Refused, plan_for
+from registry.reruns.services.worker import job_spec
 
 register = template.Library()
 
@@ -19,4 +21,27 @@ def run_reruns(run):
         .only(*RerunJob.PUBLIC_FIELDS)
         .order_by("-created_at", "-pk")
     )
-    return {"run": run, "jobs": jobs, "has_active": any(job.is_active for job in jobs)}
+    return {
+        "run": run,
+        "jobs": jobs,
+        "has_active": any(job.is_active for job in jobs),
+        "refusal": harness_refusal(run),
+    }
+
+
+def harness_refusal(run) -> str:
+    """Why KernelIndex's harness cannot run this run's workload, or "" (no query: the run page
+    has the run's kernel, workload, implementation and environment already)."""
+    job = RerunJob(
+        kernel=run.kernel,
+        workload=run.workload,
+        provider=run.implementation.provider,
+        operation_mode=run.operation_mode,
+        metric=run.metric,
+        gpu_slug=run.environment.slug,
+    )
+    try:
+        plan_for(job_spec(job))
+    except Refused as exc:
+        return str(exc)
+    return ""
