@@ -6,7 +6,13 @@ from pathlib import Path
 from registry.importers import history
 from registry.importers.liger import MAIN_FILE, SOURCE
 from registry.models import SourceImport
-from registry.services.imports import ImportSummary, UpstreamVersion, liger_version_import
+from registry.services.imports import (
+    BUNDLED_LIGER_CSV,
+    ImportSummary,
+    UpstreamVersion,
+    liger_import,
+    liger_version_import,
+)
 
 BUNDLED_LIGER_HISTORY = Path(__file__).resolve().parent.parent / "data" / "liger-kernel" / "history"
 
@@ -65,3 +71,15 @@ def liger_history_import(*, path: Path | str, progress=None) -> HistorySummary:
 def history_last_date(path: Path | str = BUNDLED_LIGER_HISTORY):
     """The date of the newest version: the bundled file is that version."""
     return history.versions(path)[-1].date
+
+
+def bundled_data_load(*, progress=None) -> dict[str, ImportSummary]:
+    """Everything the project ships: the Liger data and its history (the controlled runs are
+    loaded by load_bundled_data after it)."""
+    # The history first: the bundled file is its last version (the same bytes), dated as that commit.
+    return {
+        "liger-kernel-history": liger_history_import(path=BUNDLED_LIGER_HISTORY, progress=progress),
+        "liger-kernel": liger_import(
+            path=BUNDLED_LIGER_CSV, progress=progress, as_of=history_last_date(BUNDLED_LIGER_HISTORY)
+        ),
+    }

@@ -605,17 +605,3 @@ def groups_rerank(*, keys: Iterable[str] | None = None, source: Source | None = 
             for pk, key, median, withdrawn, superseded, rank, size in members
         )
     )
-
-
-def bundled_data_load(*, progress=None) -> dict[str, ImportSummary]:
-    """Everything the project ships: the Liger data and its history (the controlled runs are
-    loaded by load_bundled_data after it)."""
-    from registry.services.history import BUNDLED_LIGER_HISTORY, history_last_date, liger_history_import
-
-    # The history first: the bundled file is its last version (the same bytes), dated as that commit.
-    return {
-        "liger-kernel-history": liger_history_import(path=BUNDLED_LIGER_HISTORY, progress=progress),
-        "liger-kernel": liger_import(
-            path=BUNDLED_LIGER_CSV, progress=progress, as_of=history_last_date(BUNDLED_LIGER_HISTORY)
-        ),
-    }
