@@ -360,6 +360,12 @@ CONTENT_SECURITY_POLICY = {
     }
 }
 
+# Changes between consecutive values of a series (registry.services.changes): a step counts when
+# the medians differ by at least CHANGE_THRESHOLD (relative) and, for controlled runs with raw
+# samples, a Mann-Whitney test gives p <= CHANGE_P_VALUE (asv's rule).
+CHANGE_THRESHOLD = _env(env.float, "CHANGE_THRESHOLD", default=0.05)
+CHANGE_P_VALUE = _env(env.float, "CHANGE_P_VALUE", default=0.002)
+
 # Controlled reruns (registry.reruns.services). A rerun agrees when the 95% interval of the
 # relative difference of the two medians lies wholly within ±RERUN_TOLERANCE (docs/protocol.md).
 RERUN_TOLERANCE = _env(env.float, "RERUN_TOLERANCE", default=0.02)

@@ -1,6 +1,7 @@
 from django.urls import path, register_converter
+from django.views.decorators.http import require_safe
 
-from registry import views
+from registry import changes, views
 from registry.cache import cached_page
 
 
@@ -48,4 +49,6 @@ urlpatterns = [
     path("sources/", cached_page(views.source_list), name="source-list"),
     path("sources/<slug:slug>/", cached_page(views.source_detail), name="source-detail"),
     path("search/", cached_page(views.search, statuses=(200, 302)), name="search"),
+    path("changes/", cached_page(changes.change_list), name="change-list"),
+    path("changes/regressions.atom", require_safe(changes.RegressionFeed()), name="change-feed"),
 ]

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
-from django.db.models import JSONField
+from django.db.models import JSONField, Q
 from django.db.models.fields.json import KT
 from django.utils import timezone
 
@@ -25,6 +25,7 @@ from registry.models import (
     Workload,
 )
 from registry.ranks import competition_ranks
+from registry.services.changes import changes_detect
 from registry.services.run_keys import run_keys_fill
 
 BUNDLED_LIGER_CSV = (
@@ -133,6 +134,8 @@ def _liger_import_data(
     )
     record.save()
     run_keys_fill(runs=BenchmarkRun.objects.filter(first_import=record))
+    # New values make new steps; a run credited to an earlier commit moves its change's credit.
+    changes_detect(runs=BenchmarkRun.objects.filter(Q(first_import=record) | Q(origin=record)))
     generation_bump()
     return summary
 

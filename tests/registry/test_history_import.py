@@ -11,7 +11,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from registry.importers import history
-from registry.models import BenchmarkRun, SourceImport
+from registry.models import BenchmarkRun, Change, SourceImport
 from registry.services import ImportRejected, liger_import
 from registry.services.history import BUNDLED_LIGER_HISTORY, liger_history_import
 
@@ -65,6 +65,13 @@ def _git_repository(tmp_path: Path, picked=PICKED) -> Path:
     return repository
 
 
+def registry_empty() -> None:
+    Change.objects.all().delete()
+    BenchmarkRun.objects.update(superseded_by=None)
+    BenchmarkRun.objects.all().delete()
+    SourceImport.objects.all().delete()
+
+
 def runs() -> dict:
     return {
         external_id: (digest, withdrawn, superseded, pr)
@@ -91,9 +98,7 @@ class TestImportFromAFolderOrGit:
         summary = liger_history_import(path=_folder(tmp_path))
         assert (summary.versions, summary.imported) == (4, 4)
         from_folder = runs()
-        BenchmarkRun.objects.update(superseded_by=None)
-        BenchmarkRun.objects.all().delete()
-        SourceImport.objects.all().delete()
+        registry_empty()
         summary = liger_history_import(path=_git_repository(tmp_path))
         assert (summary.versions, summary.imported) == (4, 4)
         assert runs() == from_folder
@@ -164,9 +169,7 @@ class TestImportIsIdempotentAndOrderFree:
         liger_history_import(path=_folder(tmp_path / "a", picked=("1", "10", "13")))
         liger_import(path=release, release="0.5.0")
         history_first, all_first = current(), runs()
-        BenchmarkRun.objects.update(superseded_by=None)
-        BenchmarkRun.objects.all().delete()
-        SourceImport.objects.all().delete()
+        registry_empty()
         liger_import(path=release, release="0.5.0")
         liger_history_import(path=_folder(tmp_path / "b", picked=("1", "10", "13")))
         assert current() == history_first

@@ -247,6 +247,8 @@ ROWS = [
     Row('api/v1/groups\\.(?P<format>[a-z0-9]+)/?$', path='api/v1/groups.json', GET="200 200 200 200 200 403", POST="403 405 405 405 405 403", PUT="403 405 405 405 405 403", PATCH="403 405 405 405 405 403", DELETE="403 405 405 405 405 403"),
     Row('api/v1/groups/(?P<comparison_key>sha256:[0-9a-f]{64})/$', path='api/v1/groups/{comparison_key}/', GET="200 200 200 200 200 403", POST="403 405 405 405 405 403", PUT="403 405 405 405 405 403", PATCH="403 405 405 405 405 403", DELETE="403 405 405 405 405 403"),
     Row('api/v1/groups/(?P<comparison_key>sha256:[0-9a-f]{64})\\.(?P<format>[a-z0-9]+)/?$', path='api/v1/groups/{comparison_key}.json', GET="200 200 200 200 200 403", POST="403 405 405 405 405 403", PUT="403 405 405 405 405 403", PATCH="403 405 405 405 405 403", DELETE="403 405 405 405 405 403"),
+    Row('api/v1/changes/$', path='api/v1/changes/', GET="200 200 200 200 200 403", POST="403 405 405 405 405 403", PUT="403 405 405 405 405 403", PATCH="403 405 405 405 405 403", DELETE="403 405 405 405 405 403"),
+    Row('api/v1/changes\\.(?P<format>[a-z0-9]+)/?$', path='api/v1/changes.json', GET="200 200 200 200 200 403", POST="403 405 405 405 405 403", PUT="403 405 405 405 405 403", PATCH="403 405 405 405 405 403", DELETE="403 405 405 405 405 403"),
     Row('api/v1/manifests/(?P<digest>sha256:[0-9a-f]{64})/$', path='api/v1/manifests/{digest}/', GET="200 200 200 200 200 403", POST="403 405 405 405 405 403", PUT="403 405 405 405 405 403", PATCH="403 405 405 405 405 403", DELETE="403 405 405 405 405 403"),
     Row('api/v1/manifests/(?P<digest>sha256:[0-9a-f]{64})\\.(?P<format>[a-z0-9]+)/?$', path='api/v1/manifests/{digest}.json', GET="200 200 200 200 200 403", POST="403 405 405 405 405 403", PUT="403 405 405 405 405 403", PATCH="403 405 405 405 405 403", DELETE="403 405 405 405 405 403"),
     Row('api/v1/', GET="200 200 200 200 200 403", POST="403 405 405 405 405 403", PUT="403 405 405 405 405 403", PATCH="403 405 405 405 405 403", DELETE="403 405 405 405 405 403"),
@@ -290,6 +292,8 @@ ROWS = [
     Row('sources/', GET="200 200 200 200 200 200", POST="405 405 405 405 405 405"),
     Row('sources/<slug:slug>/', path='sources/{source_slug}/', GET="200 200 200 200 200 200", POST="405 405 405 405 405 405"),
     Row('search/', GET="200 200 200 200 200 200", POST="405 405 405 405 405 405"),
+    Row('changes/', GET="200 200 200 200 200 200", POST="405 405 405 405 405 405"),
+    Row('changes/regressions.atom', GET="200 200 200 200 200 200", POST="405 405 405 405 405 405"),
 ]
 # fmt: on
 

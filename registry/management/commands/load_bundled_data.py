@@ -5,6 +5,7 @@ from tqdm import tqdm
 
 from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_load
 from registry.services import ImportRejected, bundled_data_load
+from registry.services.changes import changes_detect
 
 
 class Command(BaseCommand):
@@ -17,6 +18,8 @@ class Command(BaseCommand):
             # KernelIndex's own controlled runs (registry/data/controlled-runs/), after the Liger
             # data whose workloads they measure.
             summaries["kernelindex-controlled"] = controlled_runs_load(path=BUNDLED_CONTROLLED_DIR)
+            # Their series' steps too (the Liger data's were judged as each version was imported).
+            changes_detect()
         except ImportRejected as exc:
             raise CommandError(f"Load refused, nothing was written. {exc}") from None
         finally:

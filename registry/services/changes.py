@@ -1,0 +1,173 @@
+"""Changes: steps between consecutive values of a series, judged with the uncertainty the data has.
+
+- Source values carry p20/p50/p80 only, often from one call. A step counts when the relative
+  difference of the medians is at least CHANGE_THRESHOLD and the p20-p80 ranges do not overlap;
+  a single-call figure (p20 = p50 = p80) on either side makes a large step `uncertain`, never a
+  regression: one call cannot order two values.
+- Controlled values carry their raw samples (the measure job's): a step counts when a
+  Mann-Whitney test gives p <= CHANGE_P_VALUE and the difference is at least CHANGE_THRESHOLD
+  (asv's rule); a large step the test cannot confirm is `uncertain`.
+- Peak memory (max_memory_allocated over 10 runs) has no spread: its equal quantiles are a
+  deterministic figure, not one call, so a step over the threshold is called either way.
+Steps below the threshold, or whose ranges overlap, are noise and are not kept. Lower is better
+for every metric the registry holds (latency, memory).
+"""
+
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import QuerySet
+from scipy.stats import mannwhitneyu
+
+from registry.models import BenchmarkRun, Change, ChangeKind, JobKind, RerunJob
+
+SERIES_FIELDS = (
+    "pk",
+    "comparison_key",
+    "provider",
+    "kernel_id",
+    "gpu_product",
+    "operation_mode",
+    "metric",
+    "median",
+    "p20",
+    "p80",
+    "observed_at",
+    "origin_id",
+)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    kind: str
+    ratio: float
+    evidence: str
+    p_value: float | None = None
+
+
+def step_judge(before, after, *, samples_before=None, samples_after=None) -> Judgement | None:
+    """The call on one step; None where it is noise. `before`/`after` have metric, median, p20, p80."""
+    threshold = settings.CHANGE_THRESHOLD
+    if before.median <= 0:
+        return None
+    ratio = after.median / before.median
+    difference = abs(ratio - 1)
+    direction = ChangeKind.REGRESSION if ratio > 1 else ChangeKind.IMPROVEMENT
+    size = f"{(ratio - 1) * 100:+.1f}% (threshold ±{threshold * 100:g}%)"
+    if difference < threshold:
+        return None
+    if samples_before and samples_after:
+        p = float(mannwhitneyu(samples_before, samples_after, alternative="two-sided").pvalue)
+        counts = f"{len(samples_before)} and {len(samples_after)} samples"
+        if p <= settings.CHANGE_P_VALUE:
+            return Judgement(direction, ratio, f"{size}; Mann-Whitney p = {p:.2g} over {counts}", p)
+        return Judgement(
+            ChangeKind.UNCERTAIN,
+            ratio,
+            f"{size}, but Mann-Whitney p = {p:.2g} over {counts} (> {settings.CHANGE_P_VALUE:g})",
+            p,
+        )
+    if before.metric == "memory":
+        # Peak memory is the max over 10 runs and does not vary: equal quantiles are not one call.
+        return Judgement(direction, ratio, f"{size}; peak memory over 10 runs each, no spread")
+    single = [side for side, run in (("before", before), ("after", after)) if run.p20 == run.p80]
+    if single:
+        return Judgement(
+            ChangeKind.UNCERTAIN,
+            ratio,
+            f"{size}, but the {' and '.join(single)} value{'s are' if len(single) == 2 else ' is'} "
+            "a single call (p20 = p50 = p80): one call cannot order two values",
+        )
+    if before.p20 <= after.p80 and after.p20 <= before.p80:
+        return None  # the p20-p80 ranges overlap: noise
+    return Judgement(direction, ratio, f"{size}; the p20-p80 ranges do not overlap")
+
+
+@transaction.atomic
+def changes_detect(*, runs: QuerySet | None = None) -> dict[str, int]:
+    """(Re)judge every step of the series `runs` belong to (every series when None): a step
+    that is no longer between consecutive values (a value placed between them later) is
+    removed. Returns {"created": n, "removed": n}. A constant number of queries."""
+    members = BenchmarkRun.objects.all()
+    if runs is not None:
+        keys = set(runs.values_list("comparison_key", "provider"))
+        if not keys:
+            return {"created": 0, "removed": 0}
+        members = members.filter(comparison_key__in={key for key, _ in keys})
+    series: dict[tuple, list] = {}
+    for row in members.order_by("observed_at", "pk").values_list(*SERIES_FIELDS):
+        run = _Value(*row)
+        if runs is None or (run.comparison_key, run.provider) in keys:
+            series.setdefault((run.comparison_key, run.provider), []).append(run)
+    pks = [run.pk for values in series.values() for run in values]
+    samples = _samples(pks)
+    wanted = {}
+    for values in series.values():
+        for before, after in zip(values, values[1:], strict=False):
+            judgement = step_judge(
+                before, after, samples_before=samples.get(before.pk), samples_after=samples.get(after.pk)
+            )
+            if judgement:
+                wanted[(before.pk, after.pk)] = (after, judgement)
+    existing = {
+        (before, after): (pk, kind, attributed)
+        for pk, before, after, kind, attributed in Change.objects.filter(after_id__in=pks).values_list(
+            "pk", "before_id", "after_id", "kind", "attributed_to_id"
+        )
+    }
+    keep = {
+        pair
+        for pair, (_, kind, attributed) in existing.items()
+        if pair in wanted and (kind, attributed) == (wanted[pair][1].kind, wanted[pair][0].origin_id)
+    }
+    removed = [pk for pair, (pk, _, _) in existing.items() if pair not in keep]
+    Change.objects.filter(pk__in=removed).delete()
+    created = Change.objects.bulk_create(
+        [
+            _change(pair[0], after, judgement)
+            for pair, (after, judgement) in wanted.items()
+            if pair not in keep
+        ]
+    )
+    return {"created": len(created), "removed": len(removed)}
+
+
+@dataclass(frozen=True)
+class _Value:
+    pk: int
+    comparison_key: str
+    provider: str
+    kernel_id: int
+    gpu_product: str
+    operation_mode: str
+    metric: str
+    median: float
+    p20: float
+    p80: float
+    observed_at: object
+    origin_id: int | None
+
+
+def _samples(pks: list[int]) -> dict[int, list[float]]:
+    """Raw samples of controlled runs: their measure job's."""
+    found = RerunJob.objects.filter(kind=JobKind.MEASURE, result_run_id__in=pks).exclude(samples=[])
+    return {run: samples for run, samples in found.values_list("result_run_id", "samples") if samples}
+
+
+def _change(before_pk: int, after: _Value, judgement: Judgement) -> Change:
+    return Change(
+        kernel_id=after.kernel_id,
+        before_id=before_pk,
+        after_id=after.pk,
+        kind=judgement.kind,
+        ratio=judgement.ratio,
+        p_value=judgement.p_value,
+        evidence=judgement.evidence[:500],
+        attributed_to_id=after.origin_id,
+        observed_at=after.observed_at,
+        gpu_product=after.gpu_product,
+        provider=after.provider,
+        operation_mode=after.operation_mode,
+        metric=after.metric,
+    )
