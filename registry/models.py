@@ -432,7 +432,9 @@ class RerunJob(models.Model):
         help_text="A rerun: the card that measured the run; another card of the fleet takes the job.",
     )
     gpu_state = models.JSONField(
-        default=dict, blank=True, help_text="NVML clocks, temperature, power and throttle reasons, before and after."
+        default=dict,
+        blank=True,
+        help_text="NVML clocks, temperature, power and throttle reasons, before and after.",
     )
     sampling = models.JSONField(
         default=dict,
@@ -449,6 +451,22 @@ class RerunJob(models.Model):
     error = models.TextField(blank=True)
 
     objects = RerunJobQuerySet.as_manager()
+
+    @classmethod
+    def rerun_of(cls, run: "BenchmarkRun", **fields) -> "RerunJob":
+        """An unsaved rerun of `run`: its kernel, workload, implementation, pass, metric and GPU
+        model, what the harness is asked to run again."""
+        return cls(
+            kind=JobKind.RERUN,
+            run=run,
+            kernel=run.kernel,
+            workload=run.workload,
+            provider=run.implementation.provider,
+            operation_mode=run.operation_mode,
+            metric=run.metric,
+            gpu_slug=run.environment.slug,
+            **fields,
+        )
 
     # What anyone may see of a job, the one list: the jobs API's fields (registry/reruns/api.py)
     # and the run page's controlled-run history (registry/reruns/templatetags.py, which loads

@@ -32,16 +32,8 @@ def run_reruns(run):
 def harness_refusal(run) -> str:
     """Why KernelIndex's harness cannot run this run's workload, or "" (no query: the run page
     has the run's kernel, workload, implementation and environment already)."""
-    job = RerunJob(
-        kernel=run.kernel,
-        workload=run.workload,
-        provider=run.implementation.provider,
-        operation_mode=run.operation_mode,
-        metric=run.metric,
-        gpu_slug=run.environment.slug,
-    )
     try:
-        plan_for(job_spec(job))
+        plan_for(job_spec(RerunJob.rerun_of(run)))
     except Refused as exc:
         return str(exc)
     return ""

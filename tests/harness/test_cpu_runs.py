@@ -3,6 +3,7 @@
 import statistics
 
 import pytest
+from django.conf import settings
 
 from registry.reruns.harness import run_job_spec
 from tests.harness.conftest import geglu_spec
@@ -217,7 +218,7 @@ def tp_plan(tp, **changes):
     }
     # The plan as spec.py makes it, on the CPU with gloo (spec.py keeps the liger provider off a
     # CPU), with a small sampling budget.
-    protocol = {"budget_s": 0.05, "min_samples": 5, "max_samples": 50}
+    protocol = {**settings.CONTROLLED_TIMING, "budget_s": 0.05, "min_samples": 5, "max_samples": 50}
     return {**plan_for(spec), "device": "cpu", "protocol": protocol, **changes}
 
 

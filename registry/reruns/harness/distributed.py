@@ -53,18 +53,6 @@ MULTICAST_OFF = {
     "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
     "NVSHMEM_DISABLE_NVLS": "1",
 }
-# The protocol settings when a plan carries none (as kernelindex/settings.py CONTROLLED_TIMING).
-DEFAULT_PROTOCOL = {
-    "budget_s": 3.0,
-    "min_samples": 30,
-    "max_samples": 100_000,
-    "precision": 0.005,
-    "confidence": 0.99,
-    "check_every": 10,
-    "warmup_ms": 25.0,
-    "warmup_calls": 3,
-    "flush_factor": 2.0,
-}
 POLL_S = 0.05
 FAILURE_GRACE_S = 2.0  # how long the other ranks get to exit after one failed
 
@@ -135,7 +123,7 @@ def rank_run(rank: int, world_size: int, rendezvous: str, plan: dict, recorder=N
 
     timing = recorder.timing if recorder is not None else _load_sibling("timing")
     stats = recorder.stats if recorder is not None else _load_sibling("stats")
-    settings = {**DEFAULT_PROTOCOL, **(plan.get("protocol") or {})}
+    settings = plan["protocol"]  # harness.run_job_spec puts settings.CONTROLLED_TIMING there
     os.environ.update(MULTICAST_OFF)
     cuda = plan["device"] == "cuda"
     if cuda:
@@ -353,19 +341,9 @@ def _load_sibling(name):
     return module
 
 
-def _die_with_parent():
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def main() -> None:
     """One rank process: a JSON request on stdin, its figures written to request["result"]."""
-    _die_with_parent()
+    _load_sibling("runner")._die_with_parent()
     request = json.loads(sys.stdin.read())
     _paths(Path(request["root"]))
     if request["plan"]["device"] == "cpu" and importlib.util.find_spec("triton") is None:

@@ -33,21 +33,15 @@ def rerun_request(
         raise JobRefused(f"Run {run.pk} already has an active rerun: job #{active.pk} ({active.state}).")
     try:
         with transaction.atomic():
-            job = RerunJob.objects.create(
-                kind=JobKind.RERUN,
-                run=run,
-                kernel_id=run.kernel_id,
-                workload_id=run.workload_id,
-                provider=run.implementation.provider,
-                operation_mode=run.operation_mode,
-                metric=run.metric,
-                gpu_slug=run.environment.slug,
+            job = RerunJob.rerun_of(
+                run,
                 avoid_gpu_uuid=_measuring_card(run),
                 requested_by=requested_by,
                 reason=reason,
                 issue_report_pk=issue_report_pk,
                 sent_at=timezone.now(),
             )
+            job.save(force_insert=True)
     except IntegrityError:
         # Another request for this run committed between our check and our insert.
         raise JobRefused(f"Run {run.pk} already has an active rerun.") from None
