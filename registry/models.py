@@ -452,22 +452,6 @@ class RerunJob(models.Model):
 
     objects = RerunJobQuerySet.as_manager()
 
-    @classmethod
-    def rerun_of(cls, run: "BenchmarkRun", **fields) -> "RerunJob":
-        """An unsaved rerun of `run`: its kernel, workload, implementation, pass, metric and GPU
-        model, what the harness is asked to run again."""
-        return cls(
-            kind=JobKind.RERUN,
-            run=run,
-            kernel=run.kernel,
-            workload=run.workload,
-            provider=run.implementation.provider,
-            operation_mode=run.operation_mode,
-            metric=run.metric,
-            gpu_slug=run.environment.slug,
-            **fields,
-        )
-
     # What anyone may see of a job, the one list: the jobs API's fields (registry/reruns/api.py)
     # and the run page's controlled-run history (registry/reruns/templatetags.py, which loads
     # only these) both read it; a field shown on either is added here. Raw samples, the captured
@@ -536,6 +520,22 @@ class RerunJob(models.Model):
 
     def get_absolute_url(self):
         return reverse("jobs:detail", args=[self.pk])
+
+    @classmethod
+    def rerun_of(cls, run: "BenchmarkRun", **fields) -> "RerunJob":
+        """An unsaved rerun of `run`: its kernel, workload, implementation, pass, metric and GPU
+        model, what the harness is asked to run again."""
+        return cls(
+            kind=JobKind.RERUN,
+            run=run,
+            kernel=run.kernel,
+            workload=run.workload,
+            provider=run.implementation.provider,
+            operation_mode=run.operation_mode,
+            metric=run.metric,
+            gpu_slug=run.environment.slug,
+            **fields,
+        )
 
     @property
     def queue(self) -> str:
