@@ -68,6 +68,19 @@ def page_paths(per_page: int = 200) -> dict[str, list[str]]:
         "kernel page": [reverse("registry:kernel-detail", args=[slug]) for slug in slugs],
         "api runs?kernel=": [f"{reverse('run-list')}?kernel={slug}" for slug in slugs],
     }
+    # The history's pages (issue 13): every change, by kernel and by kind; the API; the feed.
+    changes = reverse("registry:change-list")
+    paths["changes page"] = (
+        [changes]
+        + [f"{changes}?kernel={slug}" for slug in slugs]
+        + [f"{changes}?kind={kind}" for kind in ("improvement", "regression", "uncertain")]
+    )
+    paths["api changes"] = [reverse("change-list")] + [
+        f"{reverse('change-list')}?kernel={slug}" for slug in slugs
+    ]
+    paths["regressions feed"] = [reverse("registry:change-feed")] + [
+        f"{reverse('registry:change-feed')}?kernel={slug}" for slug in slugs
+    ]
     try:  # the compare page arrives with the public site (branch `site`)
         paths["compare page"] = _compare_paths(pks)
     except NoReverseMatch:
