@@ -23,6 +23,7 @@ SECTIONS = [
     "Correctness",
     "Workload",
     "Measurements",
+    "Series",
     "Protocol",
     "Environment",
     "Artifacts",
