@@ -171,14 +171,22 @@ def render(plot: SamplePlot) -> SafeString:
     for index, row in enumerate(plot.rows):
         out.append(_row_svg(row, TOP + ROW_HEIGHT * index, x_of, plot.unit, (low, high)))
     if plot.reference is not None:
-        x = x_of(plot.reference)
         tip = f"{plot.reference_label}: {figure(plot.reference)} {plot.unit}"
-        out.append(
-            f'<g class="reference"><line x1="{x:.1f}" x2="{x:.1f}" y1="{TOP - 6}" y2="{axis_y}" stroke="#000" '
-            f'stroke-width="1.2" stroke-dasharray="5 3"/><title>{escape(tip)}</title></g>'
-        )
+        line = _vertical(x_of(plot.reference), TOP - 6, axis_y, tip, width=1.2, dash="5 3")
+        out.append(f'<g class="reference">{line}</g>')
     out.append("</svg>")
     return mark_safe("".join(out))
+
+
+def _vertical(
+    x: float, y1: float, y2: float, tip: str, *, width: float, dash: str = "", css: str = ""
+) -> str:
+    """A vertical black line across the plot with its value as a tooltip."""
+    attributes = (f' class="{css}"' if css else "") + (f' stroke-dasharray="{dash}"' if dash else "")
+    return (
+        f'<line{attributes} x1="{x:.1f}" x2="{x:.1f}" y1="{y1:.1f}" y2="{y2:.1f}" stroke="#000" '
+        f'stroke-width="{width}"><title>{escape(tip)}</title></line>'
+    )
 
 
 def _row_svg(row: PlotRow, top: float, x_of, unit: str, bounds: tuple[float, float]) -> str:
@@ -207,12 +215,8 @@ def _row_svg(row: PlotRow, top: float, x_of, unit: str, bounds: tuple[float, flo
                 f"<title>{escape(tip)}</title></g>"
             )
     if row.median is not None:
-        x = x_of(row.median)
         tip = f"median {figure(row.median)} {unit}"
-        out.append(
-            f'<line class="median" x1="{x:.1f}" x2="{x:.1f}" y1="{top + 2:.1f}" y2="{top + ROW_HEIGHT - 2:.1f}" '
-            f'stroke="#000" stroke-width="2.5"><title>{escape(tip)}</title></line>'
-        )
+        out.append(_vertical(x_of(row.median), top + 2, top + ROW_HEIGHT - 2, tip, width=2.5, css="median"))
     out.append("</g>")
     return "".join(out)
 
