@@ -20,6 +20,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from scipy.stats import mannwhitneyu
 
+from registry.cache import generation_bump
 from registry.models import BenchmarkRun, Change, ChangeKind, JobKind, RerunJob
 
 SERIES_FIELDS = (
@@ -130,6 +131,8 @@ def changes_detect(*, runs: QuerySet | None = None) -> dict[str, int]:
             if pair not in keep
         ]
     )
+    if created or removed:
+        generation_bump()  # the changes page, its API and the feed are served from the page cache
     return {"created": len(created), "removed": len(removed)}
 
 
