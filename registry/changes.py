@@ -11,6 +11,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.utils.feedgenerator import Atom1Feed
 from django.views.decorators.http import require_safe
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import mixins, serializers, viewsets
 
 from registry.filters import SafeForm, TextFilter, UtcIsoDateTimeFilter
@@ -77,6 +78,31 @@ class ChangeFilter(django_filters.FilterSet):
         )
 
 
+class ChangeRunSerializer(serializers.Serializer):
+    """One side of a change, as the API gives it (for the schema)."""
+
+    id = serializers.IntegerField()
+    url = serializers.CharField()
+    median = serializers.FloatField()
+    p20 = serializers.FloatField(allow_null=True)
+    p80 = serializers.FloatField(allow_null=True)
+    unit = serializers.CharField()
+    observed_at = serializers.DateTimeField()
+
+
+class AttributionSerializer(serializers.Serializer):
+    """The upstream version that first published a change's new value (for the schema)."""
+
+    commit = serializers.CharField(allow_null=True)
+    commit_url = serializers.CharField(allow_null=True)
+    pull_request = serializers.IntegerField(allow_null=True)
+    pull_request_url = serializers.CharField(allow_null=True)
+    subject = serializers.CharField()
+    date = serializers.DateTimeField(allow_null=True)
+    release = serializers.CharField(allow_null=True)
+    kernels_changed = serializers.ListField(child=serializers.CharField())
+
+
 class ChangeSerializer(serializers.ModelSerializer):
     kernel = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     before = serializers.SerializerMethodField()
@@ -115,12 +141,15 @@ class ChangeSerializer(serializers.ModelSerializer):
             "observed_at": run.observed_at,
         }
 
+    @extend_schema_field(ChangeRunSerializer)
     def get_before(self, change):
         return self._run(change.before)
 
+    @extend_schema_field(ChangeRunSerializer)
     def get_after(self, change):
         return self._run(change.after)
 
+    @extend_schema_field(AttributionSerializer(allow_null=True))
     def get_attribution(self, change):
         version = change.attributed_to
         if version is None:

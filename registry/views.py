@@ -159,7 +159,7 @@ def compare_form(request):
 def _run_pk(name: str) -> int | None:
     if "\x00" in name:
         return None
-    if name.isdigit():
+    if name.isascii() and name.isdigit():  # str.isdigit() also takes "¹", which int() refuses
         return int(name) if len(name) < 19 else None
     run = selectors.search_exact_run(name) if name else None
     return run.pk if run else None
