@@ -15,6 +15,7 @@ from registry.models import BenchmarkRun, EvidenceLevel, JobKind, JobState, Reru
 from registry.reruns.harness import stats
 from registry.reruns.services.measured_run import measured_run_from_job
 from registry.reruns.services.worker import LOG_LIMIT, bounded_log
+from registry.services.changes import changes_detect
 
 SAMPLES_LIMIT = 20_000
 # Runs whose own samples a rerun is compared with (KernelIndex's protocols).
@@ -53,6 +54,10 @@ def rerun_record_result(*, job_id: int, lease: str, result: dict) -> RerunJob | 
             job.result_run = measured_run_from_job(job=job)
             job.state = JobState.SUCCEEDED
     job.save()
+    if job.result_run_id:
+        # A new value of its series: the step from the previous one is judged now (with the
+        # measure job's samples saved above), as an import judges the steps it adds.
+        changes_detect(runs=BenchmarkRun.objects.filter(pk=job.result_run_id))
     generation_bump()  # the job's outcome, and perhaps a new level or a new measured run
     return job
 

@@ -1,0 +1,44 @@
+"""A measure job's new run is a new value of its series: the recorder judges the step from the
+previous value, with both measure jobs' samples (Mann-Whitney plus the practical threshold)."""
+
+import pytest
+
+from registry.models import Change, ChangeKind, JobState, Kernel
+from registry.reruns.services import job_claim, measure_request, rerun_record_result
+from tests.reruns.conftest import harness_result
+
+pytestmark = pytest.mark.django_db
+
+
+def measured(h200_run, median: float):
+    job = measure_request(
+        kernel=Kernel.objects.get(slug="geglu"),
+        providers=["huggingface"],
+        operation_modes=["forward"],
+        metrics=["latency"],
+        workloads=[h200_run.workload],
+        gpu_slug="nvidia-h200",
+    ).created[0]
+    claim = job_claim(job_id=job.pk, gpu_slug="nvidia-h200", worker_host="gpu-host-1")
+    finished = rerun_record_result(job_id=job.pk, lease=claim.lease, result=harness_result(median))
+    assert finished.state == JobState.SUCCEEDED
+    return finished.result_run
+
+
+def test_a_slower_second_measurement_is_a_regression_of_its_series(h200_run):
+    first = measured(h200_run, 1.0)
+    assert not Change.objects.exists()
+
+    second = measured(h200_run, 1.5)
+
+    change = Change.objects.get()
+    assert (change.before_id, change.after_id) == (first.pk, second.pk)
+    assert change.kind == ChangeKind.REGRESSION
+    assert change.ratio == pytest.approx(1.5, rel=0.01)
+
+
+def test_an_equal_second_measurement_is_no_change(h200_run):
+    measured(h200_run, 1.0)
+    measured(h200_run, 1.0)
+
+    assert not Change.objects.exists()
