@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
+from django.db.models import Max, Min
 from django.utils import timezone
 
 from registry.models import BenchmarkRun, JobKind, JobState, Kernel, RerunJob, Workload
@@ -182,9 +183,10 @@ def sweep(
     done = measured_targets(gpu_slug=gpu_slug) if resume else {}
     pending = deque(t for t in todo if t not in done)
     wanted = set(todo)
-    to_rerun = deque(run for t, run in done.items() if t in wanted and reruns and not _has_rerun(run))
+    rerun_done = _reruns_done()
+    to_rerun = deque(run for t, run in done.items() if t in wanted and reruns and run.pk not in rerun_done)
     if reruns and resume:
-        to_rerun.extend(_legacy_runs(gpu_slug, kernels))
+        to_rerun.extend(_legacy_runs(gpu_slug, kernels, current=done.values()))
     log(
         f"{len(todo)} targets: {len(done)} measured already, {len(pending)} to measure, {len(to_rerun)} to rerun"
     )
@@ -233,11 +235,10 @@ def _registry_ready(out: Path, log) -> None:
         log(controlled.controlled_runs_load(path=out))
 
 
-def _legacy_runs(gpu_slug: str, kernels) -> list[BenchmarkRun]:
+def _legacy_runs(gpu_slug: str, kernels, *, current) -> list[BenchmarkRun]:
     """Controlled runs of an older protocol whose reruns were judged without a verdict (a fixed
     tolerance): rerun once more, judged under their own protocol, so that their level rests on a
     verdict."""
-    current = measured_targets(gpu_slug=gpu_slug).values()
     runs = BenchmarkRun.objects.filter(
         source__slug=controlled.CONTROLLED_SOURCE["slug"], environment__slug=gpu_slug
     ).exclude(pk__in=[run.pk for run in current])
@@ -247,11 +248,11 @@ def _legacy_runs(gpu_slug: str, kernels) -> list[BenchmarkRun]:
     return list(runs.exclude(pk__in=with_verdict).exclude(rerun_jobs__state__in=["queued", "running"]))
 
 
-def _has_rerun(run: BenchmarkRun) -> bool:
-    """A rerun is under way, or one finished with a verdict (an older one judged by a fixed
-    tolerance does not count)."""
-    reruns = RerunJob.objects.filter(kind=JobKind.RERUN, run=run)
-    return (reruns.active() | reruns.exclude(verdict="")).exists()
+def _reruns_done() -> set[int]:
+    """Runs with a rerun under way, or one finished with a verdict (an older one judged by a
+    fixed tolerance does not count), in one query."""
+    reruns = RerunJob.objects.filter(kind=JobKind.RERUN)
+    return set((reruns.active() | reruns.exclude(verdict="")).values_list("run_id", flat=True))
 
 
 def _send_measure(target: Target, gpu_slug: str, in_flight, attempts, log) -> None:
@@ -338,7 +339,5 @@ def throughput(*, gpu_slug: str, gpus: int, count: int, out: Path, deadline_s: f
 
 
 def _span(jobs):
-    from django.db.models import Max, Min
-
     span = jobs.aggregate(first=Min("started_at"), last=Max("finished_at"))
     return span["first"], span["last"]
