@@ -248,6 +248,29 @@ class BenchmarkRun(models.Model):
     x_name = models.CharField(max_length=50, default="", editable=False)
     # Nullable as Workload.x_value is (a categorical sweep): NULL sorts where the join sorted it.
     x_value = models.FloatField(null=True, blank=True, editable=False)
+    # The speed-of-light verdict (registry.speed_of_light), derived from the workload, the GPU's
+    # ceilings and the measurements, written with the run and again when a ceiling changes. Outside
+    # the manifest: a better ceiling refines the verdict, never the record.
+    speed_of_light = models.JSONField(
+        default=dict,
+        blank=True,
+        editable=False,
+        help_text="Bytes, FLOPs, ceilings with their sources, floors and percentages; or why not counted.",
+    )
+    sol_percent = models.FloatField(
+        null=True, blank=True, editable=False, help_text="Floor / measured, against the datasheet ceiling."
+    )
+    sol_percent_measured = models.FloatField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Floor / measured, against KernelIndex's measured ceiling.",
+    )
+    implausible = models.BooleanField(
+        default=False,
+        editable=False,
+        help_text="Faster than the GPU's speed of light, or a peak below the memory that must be live.",
+    )
 
     objects = BenchmarkRunQuerySet.as_manager()
 
@@ -258,6 +281,9 @@ class BenchmarkRun(models.Model):
             models.Index(fields=["kernel", "environment", "operation_mode", "metric"]),
             models.Index(fields=["evidence_level"]),
             models.Index(fields=["withdrawn"]),
+            models.Index(
+                fields=["implausible"], condition=models.Q(implausible=True), name="run_implausible"
+            ),
             models.Index(fields=["-published_at"]),
             # The kernel page's default order: a page of 50 is 50 index entries.
             models.Index(
@@ -306,6 +332,7 @@ class BenchmarkRun(models.Model):
 class JobKind(models.TextChoices):
     RERUN = "rerun", "Rerun of a recorded run"
     MEASURE = "measure", "New measurement"
+    CEILINGS = "ceilings", "Measured ceilings of a GPU model"
 
 
 class JobState(models.TextChoices):
@@ -372,9 +399,12 @@ class RerunJob(models.Model):
         related_name="measured_by_jobs",
         help_text="For a measure job: the run it created.",
     )
-    # What to measure; for a rerun, copied from its run.
-    kernel = models.ForeignKey(Kernel, on_delete=models.PROTECT, related_name="jobs")
-    workload = models.ForeignKey(Workload, on_delete=models.PROTECT, related_name="jobs")
+    # What to measure; for a rerun, copied from its run. A ceilings job measures the GPU model
+    # itself (a copy and a GEMM) and has neither.
+    kernel = models.ForeignKey(Kernel, null=True, blank=True, on_delete=models.PROTECT, related_name="jobs")
+    workload = models.ForeignKey(
+        Workload, null=True, blank=True, on_delete=models.PROTECT, related_name="jobs"
+    )
     provider = models.CharField(max_length=100)
     operation_mode = models.CharField(max_length=20, choices=TimedPass.choices)
     metric = models.CharField(max_length=10, choices=Metric.choices)
@@ -507,8 +537,17 @@ class RerunJob(models.Model):
                 name="one_active_measure_per_target",
             ),
             models.CheckConstraint(
-                condition=models.Q(kind="measure") | models.Q(run__isnull=False),
+                condition=models.Q(kind__in=["measure", "ceilings"]) | models.Q(run__isnull=False),
                 name="rerun_has_a_run",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(kind="ceilings") | models.Q(kernel__isnull=False, workload__isnull=False),
+                name="job_has_a_workload",
+            ),
+            models.UniqueConstraint(
+                fields=["gpu_slug"],
+                condition=models.Q(kind="ceilings", state__in=["queued", "running"]),
+                name="one_active_ceilings_per_gpu",
             ),
         ]
         indexes = [models.Index(fields=["state", "heartbeat_at"])]
@@ -557,6 +596,39 @@ class RerunJob(models.Model):
     @property
     def tolerance_pct(self) -> float | None:
         return None if self.tolerance is None else 100 * self.tolerance
+
+
+class MeasuredCeiling(models.Model):
+    """What KernelIndex measured one GPU model to reach: device-to-device copy bandwidth and dense
+    bf16 GEMM throughput, each a median of several samples with its 95% interval
+    (registry.reruns.ceilings). From a ceilings job, or from a shipped file
+    (registry/data/ceilings/) that `manage.py measure_ceilings` wrote on a GPU host."""
+
+    gpu_slug = models.SlugField(max_length=100)
+    gpu_name = models.CharField(max_length=200, blank=True)
+    measured_at = models.DateTimeField()
+    memory_bandwidth = models.FloatField(help_text="GB/s (10^9 bytes/s), bytes read plus bytes written.")
+    memory_bandwidth_low = models.FloatField(null=True, blank=True)
+    memory_bandwidth_high = models.FloatField(null=True, blank=True)
+    bf16_tflops = models.FloatField(help_text="Dense bf16 GEMM, TFLOP/s (10^12 FLOP/s).")
+    bf16_tflops_low = models.FloatField(null=True, blank=True)
+    bf16_tflops_high = models.FloatField(null=True, blank=True)
+    document = models.JSONField(help_text="The whole measurement: samples, sizes, environment.")
+    job = models.ForeignKey(
+        RerunJob, null=True, blank=True, on_delete=models.PROTECT, related_name="ceilings"
+    )
+
+    class Meta:
+        ordering = ["gpu_slug", "-measured_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["gpu_slug", "measured_at"], name="one_ceiling_per_measurement"),
+            models.CheckConstraint(
+                condition=models.Q(memory_bandwidth__gt=0, bf16_tflops__gt=0), name="ceiling_positive"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.gpu_slug}: {self.memory_bandwidth:.0f} GB/s, {self.bf16_tflops:.0f} TFLOP/s bf16"
 
 
 class SourceSync(models.Model):

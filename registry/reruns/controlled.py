@@ -35,13 +35,16 @@ from registry.reruns.services.measured_run import (
 )
 from registry.services.imports import ImportRejected, ImportSummary
 from registry.services.run_keys import RUN_KEY_SOURCES
+from registry.speed_of_light import SOL_FIELDS
 
 FORMAT = "kernelindex-controlled-runs/v1"
 BUNDLED_CONTROLLED_DIR = Path(__file__).resolve().parent.parent / "data" / "controlled-runs"
 LOG_KEPT = 4000  # characters of each job's log that ship with the data
-# Not exported: the registry's own bookkeeping, and the run's copies of its specs' values
-# (run_keys.RUN_KEY_SOURCES), written again on load.
+# Not exported: the registry's own bookkeeping, the run's copies of its specs' values
+# (run_keys.RUN_KEY_SOURCES) and its speed-of-light verdict (speed_of_light.SOL_FIELDS), all
+# written again on load.
 SKIPPED_FIELDS = {
+    *SOL_FIELDS,
     "id",
     "published_at",
     "updated_at",

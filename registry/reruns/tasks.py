@@ -133,10 +133,12 @@ def _attempt_write(write, job_id: int, lease: str, failure: str) -> None:
 
 
 def _harness_run(job_id: int, claim) -> dict:
+    from registry.reruns.ceilings import ceilings_result
     from registry.reruns.harness import run_job_spec
 
+    run = ceilings_result if claim.spec.get("kind") == "ceilings" else run_job_spec
     try:
-        return run_job_spec(claim.spec, timeout_s=settings.JOB_HARNESS_TIMEOUT)
+        return run(claim.spec, timeout_s=settings.JOB_HARNESS_TIMEOUT)
     except Exception as exc:  # a harness bug becomes a failed job, never a crashed worker
         return {
             "status": "failed",

@@ -27,6 +27,7 @@ from registry.models import (
 from registry.ranks import competition_ranks
 from registry.services.changes import changes_detect
 from registry.services.run_keys import run_keys_fill
+from registry.speed_of_light import speed_of_light_fill
 
 BUNDLED_LIGER_CSV = (
     Path(__file__).resolve().parent.parent / "data" / "liger-kernel" / "all_benchmark_data.csv"
@@ -134,6 +135,7 @@ def _liger_import_data(
     )
     record.save()
     run_keys_fill(runs=BenchmarkRun.objects.filter(first_import=record))
+    speed_of_light_fill(runs=BenchmarkRun.objects.filter(first_import=record))
     # New values make new steps; a run credited to an earlier commit moves its change's credit.
     changes_detect(runs=BenchmarkRun.objects.filter(Q(first_import=record) | Q(origin=record)))
     generation_bump()

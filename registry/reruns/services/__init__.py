@@ -1,12 +1,13 @@
 """Controlled runs: requesting rerun and measure jobs, claiming them on a GPU worker, recording
 their results, one module per concern:
 
-- `request`: rerun_request, measure_request, job_cancel, sending a job's message;
+- `request`: rerun_request, measure_request, ceilings_request, job_cancel, sending a job's message;
 - `signing`: the signed job message a worker checks before it runs anything;
 - `worker`: claims, heartbeats, the result-sent mark, failures;
 - `record`: rerun_record_result, the evidence rule;
 - `measured_run`: a controlled run as a registry record (the recorder and the loader share it);
-- `reconcile`: jobs_reconcile.
+- `reconcile`: jobs_reconcile;
+- `ceilings`: a GPU model's measured ceilings, from a ceilings job or a shipped file.
 
 The evidence rule lives in one place, `rerun_record_result`. Requesting, claiming, heartbeats,
 failures, divergence and reconciliation never touch the level.
@@ -23,6 +24,7 @@ from registry.reruns.services.record import rerun_record_result
 from registry.reruns.services.request import (
     JobRefused,
     MeasureRequest,
+    ceilings_request,
     job_cancel,
     job_send,
     measure_request,
@@ -47,6 +49,7 @@ __all__ = [
     "JobRefused",
     "MeasureRequest",
     "bounded_log",
+    "ceilings_request",
     "controlled_source",
     "job_cancel",
     "job_claim",

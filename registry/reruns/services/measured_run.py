@@ -24,6 +24,7 @@ from registry.reruns.harness import protocol_for
 from registry.reruns.services.worker import CPU_SLUG, job_device
 from registry.services.imports import groups_rerank
 from registry.services.run_keys import RUN_KEY_SOURCES, run_keys_fill
+from registry.speed_of_light import SOL_FIELDS, speed_of_light_fill
 
 CONTROLLED_SOURCE = {
     "slug": "kernelindex-controlled",
@@ -81,7 +82,8 @@ def measured_run_create(
     )
     groups_rerank(keys=[created.comparison_key])
     run_keys_fill(runs=BenchmarkRun.objects.filter(pk=created.pk))
-    created.refresh_from_db(fields=["rank", "group_size", *RUN_KEY_SOURCES])
+    speed_of_light_fill(runs=BenchmarkRun.objects.filter(pk=created.pk))
+    created.refresh_from_db(fields=["rank", "group_size", *RUN_KEY_SOURCES, *SOL_FIELDS])
     return created
 
 

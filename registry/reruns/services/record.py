@@ -13,6 +13,7 @@ from django.utils import timezone
 from registry.cache import generation_bump
 from registry.models import BenchmarkRun, EvidenceLevel, JobKind, JobState, RerunJob, Verdict
 from registry.reruns.harness import stats
+from registry.reruns.services.ceilings import CeilingRejected, ceiling_fields, measured_ceiling_create
 from registry.reruns.services.measured_run import measured_run_from_job
 from registry.reruns.services.worker import LOG_LIMIT, bounded_log
 from registry.services.changes import changes_detect
@@ -50,6 +51,9 @@ def rerun_record_result(*, job_id: int, lease: str, result: dict) -> RerunJob | 
         _result_store(job, result)
         if job.kind == JobKind.RERUN:
             _rerun_judge(job)
+        elif job.kind == JobKind.CEILINGS:
+            measured_ceiling_create(document=result.get("ceilings") or {}, job=job)
+            job.state = JobState.SUCCEEDED
         else:
             job.result_run = measured_run_from_job(job=job)
             job.state = JobState.SUCCEEDED
@@ -74,6 +78,11 @@ def _result_problem(job: RerunJob, result: dict) -> str:
         return f"Measured on {worker_gpu}, but the job is for {job.gpu_slug}."
     if job.kind == JobKind.RERUN and result.get("unit") and result["unit"] != job.run.unit:
         return f"The harness measured {result['unit']}, the run records {job.run.unit}."
+    if job.kind == JobKind.CEILINGS:
+        try:
+            ceiling_fields(result.get("ceilings") or {})
+        except CeilingRejected as exc:
+            return f"The ceilings measurement cannot be recorded: {exc}."
     return ""
 
 

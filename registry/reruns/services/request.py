@@ -122,6 +122,26 @@ def measure_request(
 
 
 @transaction.atomic
+def ceilings_request(*, gpu_slug: str, requested_by=None, reason: str = "") -> RerunJob:
+    """Queue a measurement of the GPU model's own ceilings (a device-to-device copy and a bf16
+    GEMM, registry.reruns.ceilings) on its queue. One active ceilings job per GPU model."""
+    try:
+        with transaction.atomic():
+            job = RerunJob.objects.create(
+                kind=JobKind.CEILINGS,
+                gpu_slug=gpu_slug,
+                requested_by=requested_by,
+                reason=reason,
+                sent_at=timezone.now(),
+            )
+    except IntegrityError:
+        raise JobRefused(f"{gpu_slug} already has an active ceilings job.") from None
+    send_on_commit(job)
+    generation_bump()
+    return job
+
+
+@transaction.atomic
 def job_cancel(*, job: RerunJob) -> bool:
     """A queued job can be cancelled; a running one is left to finish (a worker cannot be
     stopped halfway without losing what it measured)."""

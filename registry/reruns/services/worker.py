@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from registry.cache import generation_bump
 from registry.importers import catalog
-from registry.models import JobState, RerunJob
+from registry.models import JobKind, JobState, RerunJob
 
 CPU_SLUG = "cpu"
 LOG_LIMIT = 64_000
@@ -84,7 +84,10 @@ def job_gave_up(job: RerunJob, now) -> dict:
 
 
 def job_spec(job: RerunJob) -> dict:
-    """Exactly the job's workload, in the harness's terms (the upstream script's arguments)."""
+    """Exactly the job's workload, in the harness's terms (the upstream script's arguments); for
+    a ceilings job, only the device kind (registry.reruns.ceilings)."""
+    if job.kind == JobKind.CEILINGS:
+        return {"kind": JobKind.CEILINGS.value, "device": job_device(job)}
     workload = job.workload
     config = dict(workload.parameters)
     x_value = config.pop(workload.x_name, workload.x_value)
