@@ -4,6 +4,7 @@ token authentication needs none. The same services and rate limits as the forms.
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import generics, permissions, serializers, status
 from rest_framework.response import Response
@@ -148,3 +149,29 @@ class IssueReportDetail(generics.RetrieveAPIView):
 
     def get_queryset(self):
         return IssueReport.objects.visible_to(self.request.user)
+
+
+class RunReproductionCreate(generics.GenericAPIView):
+    """File a reproduction of one run from the kit's result file (the request body is the file,
+    `application/json`, or a multipart `file`), with your API token. Checked on arrival: a
+    refused file is a 400 naming the field and what is wrong, and stores nothing. The figures
+    are computed from the file's samples; the reproduction waits, pending, for a moderator."""
+
+    permission_classes = [permissions.IsAuthenticated]
+    serializer_class = OwnAttestationSerializer
+    parser_classes = []  # the body is read as bytes by the service's checks, never parsed here
+
+    @extend_schema(
+        request={"application/json": OpenApiTypes.OBJECT}, responses={201: OwnAttestationSerializer}
+    )
+    def post(self, request, run_pk):
+        run = get_object_or_404(BenchmarkRun.objects.public(), pk=run_pk)
+        upload = request._request.FILES.get("file") if request.content_type.startswith("multipart/") else None
+        content = upload.read() if upload else request._request.body
+        limited = _limited_response(request)
+        if limited:
+            return limited
+        created = _call(services.reproduction_file_submit, run=run, author=request.user, content=content)
+        data = OwnAttestationSerializer(created).data
+        data["page"] = request.build_absolute_uri(created.get_absolute_url())
+        return Response(data, status=status.HTTP_201_CREATED)

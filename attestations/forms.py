@@ -2,6 +2,7 @@
 ValidationErrors keyed by these same field names."""
 
 from django import forms
+from django.conf import settings
 
 from attestations.models import (
     LINK_MAX,
@@ -16,6 +17,12 @@ from attestations.models import (
 
 class AttestationForm(forms.Form):
     kind = forms.ChoiceField(choices=AttestationKind.choices, widget=forms.RadioSelect)
+    file = forms.FileField(
+        label="Result file from the kit",
+        required=False,
+        help_text="The JSON file kernelindex-repro wrote: its figures are computed here from its samples, "
+        "and the typed figures below are then left aside.",
+    )
     median = forms.FloatField(required=False, help_text="In the run's unit.")
     p20 = forms.FloatField(label="p20", required=False)
     p80 = forms.FloatField(label="p80", required=False)
@@ -55,9 +62,18 @@ class AttestationForm(forms.Form):
         """The service's keyword arguments. The page shows the reproduction fields prefilled
         for either kind, so for a note only its text is sent on."""
         data = dict(self.cleaned_data)
+        data.pop("file")
         if data["kind"] == AttestationKind.NOTE:
             return {"kind": data["kind"], "text": data["text"]}
         return data
+
+    def result_file(self) -> bytes | None:
+        """The uploaded result file's bytes (one more than the limit at most: the service says it
+        is too large), or None when the figures were typed."""
+        upload = self.cleaned_data.get("file")
+        if not upload or self.cleaned_data["kind"] != AttestationKind.REPRODUCTION:
+            return None
+        return upload.read(settings.REPRODUCTION_FILE_MAX_BYTES + 1)
 
     def clean_links(self) -> list[str]:
         return [line.strip() for line in self.cleaned_data["links"].splitlines() if line.strip()]

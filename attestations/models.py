@@ -10,7 +10,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.db import models
 from django.urls import reverse
 
-from registry.models import BenchmarkRun
+from registry.models import BenchmarkRun, Verdict
 
 TEXT_MAX = 5000
 REASON_MAX = 2000
@@ -22,6 +22,14 @@ VERSION_MAX = 50
 class AttestationKind(models.TextChoices):
     REPRODUCTION = "reproduction", "Reproduction"
     NOTE = "note", "Note"
+
+
+class AttestationOrigin(models.TextChoices):
+    """Where a reproduction's figures come from: typed into the form, or computed by KernelIndex
+    from the samples of a result file that the kit wrote (docs/reproduce.md)."""
+
+    TYPED = "typed", "Typed into the form"
+    FILE = "file", "Result file from the kit"
 
 
 class AttestationState(models.TextChoices):
@@ -50,6 +58,7 @@ class AttestationQuerySet(models.QuerySet):
 class Attestation(models.Model):
     Kind = AttestationKind
     State = AttestationState
+    Origin = AttestationOrigin
 
     run = models.ForeignKey(BenchmarkRun, on_delete=models.PROTECT, related_name="attestations")
     author = models.ForeignKey(
@@ -75,6 +84,23 @@ class Attestation(models.Model):
     )
     links = models.JSONField(default=list, blank=True, help_text="Up to three http(s) artifact links.")
     text = models.TextField(blank=True)
+    # A reproduction filed from the kit's result file: its figures were computed here, from
+    # `samples`; `result` is the checked file without its samples, `checks` what was checked.
+    origin = models.CharField(
+        max_length=5, choices=AttestationOrigin.choices, default=AttestationOrigin.TYPED
+    )
+    samples = models.JSONField(default=list, blank=True)
+    ci_low = models.FloatField(
+        null=True, blank=True, help_text="95% interval of the median, from the samples."
+    )
+    ci_high = models.FloatField(null=True, blank=True)
+    result = models.JSONField(default=dict, blank=True)
+    checks = models.JSONField(default=list, blank=True)
+    verdict = models.CharField(max_length=12, choices=Verdict.choices, blank=True)
+    deviation = models.FloatField(null=True, blank=True)
+    deviation_low = models.FloatField(null=True, blank=True)
+    deviation_high = models.FloatField(null=True, blank=True)
+    verdict_note = models.TextField(blank=True)
     content_digest = models.CharField(
         max_length=64, help_text="sha256 of the normalised content: one user cannot file it twice."
     )
@@ -121,6 +147,14 @@ class Attestation(models.Model):
     @property
     def is_reproduction(self) -> bool:
         return self.kind == AttestationKind.REPRODUCTION
+
+    @property
+    def carries_data(self) -> bool:
+        return self.origin == AttestationOrigin.FILE
+
+    @property
+    def environment(self) -> dict:
+        return self.result.get("environment") or {}
 
     @property
     def deviation_percent(self) -> float | None:

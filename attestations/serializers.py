@@ -62,6 +62,14 @@ class AttestationSerializer(serializers.ModelSerializer):
             "harness",
             "links",
             "text",
+            "origin",
+            "ci_low",
+            "ci_high",
+            "verdict",
+            "deviation",
+            "deviation_low",
+            "deviation_high",
+            "verdict_note",
             "created_at",
             "url",
         ]
@@ -72,7 +80,7 @@ class OwnAttestationSerializer(AttestationSerializer):
     """What the author sees of their own: the state and the moderators' reason too."""
 
     class Meta(AttestationSerializer.Meta):
-        fields = [*AttestationSerializer.Meta.fields, "state", "rejection_reason", "decided_at"]
+        fields = [*AttestationSerializer.Meta.fields, "state", "rejection_reason", "decided_at", "checks"]
         read_only_fields = fields
 
 

@@ -29,6 +29,7 @@ from attestations.models import (
     VERSION_MAX,
     Attestation,
     AttestationKind,
+    AttestationOrigin,
     AttestationState,
     AuditEntry,
     IssueReport,
@@ -36,9 +37,12 @@ from attestations.models import (
     IssueReportState,
 )
 from attestations.notifications import MODERATORS_GROUP
+from attestations.reproduction_files import result_file_check
 from attestations.tasks import notify
 from registry.cache import generation_bump
 from registry.models import BenchmarkRun
+from registry.reruns.harness import stats
+from registry.reruns.services.record import judgement_note, run_judgement
 
 # Machine accounts (a GPU worker's API token, should one ever be issued) read; they never contribute.
 GPU_WORKERS_GROUP = "gpu-workers"
@@ -60,6 +64,14 @@ REPORT_TRANSITIONS = {
 }
 REPORT_STATES_NEEDING_RESOLUTION = {IssueReportState.RESOLVED, IssueReportState.DISMISSED}
 
+# The typed version fields, filled from a result file's captured environment.
+FILE_VERSION_FIELDS = {
+    "driver_version": "driver",
+    "cuda_version": "cuda",
+    "torch_version": "torch",
+    "triton_version": "triton",
+    "liger_version": "liger_kernel",
+}
 VERSION_FIELDS = ["driver_version", "cuda_version", "torch_version", "triton_version", "liger_version"]
 REPRODUCTION_FIELDS = ["median", "p20", "p80", "unit", "gpu_product", *VERSION_FIELDS, "harness", "links"]
 _http_url = URLValidator(schemes=["http", "https"], message="Enter a full http:// or https:// link.")
@@ -127,6 +139,70 @@ def attestation_submit(
         to_state=AttestationState.PENDING,
     )
     return attestation
+
+
+@transaction.atomic
+def reproduction_file_submit(
+    *, run: BenchmarkRun, author: AbstractBaseUser, content: bytes, text: str = ""
+) -> Attestation:
+    """File a reproduction from the kit's result file; it waits, pending, for a moderator.
+
+    The file is checked first (`result_file_check`: its digest, the run's spec digest, the
+    samples) and a refused file stores nothing. The figures are KernelIndex's, from the samples:
+    median, p20 and p80, the 95% interval of the median, and the verdict a controlled rerun would
+    get (`run_judgement`), labelled as the contributor's. It never changes the evidence level."""
+    _require_contributor(author)
+    errors: dict[str, list[str]] = {}
+    text = _text(text, "text", TEXT_MAX, errors)
+    if errors:
+        raise ValidationError(errors)
+    checked = result_file_check(run=run, content=content)
+    median, p20, p80 = stats.quantiles(checked.samples)
+    ci_low, ci_high = stats.median_interval(checked.samples) or (None, None)
+    digest = checked.document["digest"].removeprefix("sha256:")
+    if Attestation.objects.filter(author=author, content_digest=digest).exists():
+        raise _duplicate()
+    environment = checked.document["environment"]
+    fields = {
+        "kind": AttestationKind.REPRODUCTION,
+        "origin": AttestationOrigin.FILE,
+        "text": text,
+        "median": median,
+        "p20": p20,
+        "p80": p80,
+        "unit": run.unit,
+        "gpu_product": str(environment.get("gpu_name") or checked.document["device"])[:100],
+        **{name: str(environment.get(key) or "")[:VERSION_MAX] for name, key in FILE_VERSION_FIELDS.items()},
+        "harness": f"kernelindex-kit {checked.document['kit']['version']}"[:300],
+        "samples": checked.samples,
+        "ci_low": ci_low,
+        "ci_high": ci_high,
+        "result": checked.stored,
+        "checks": checked.checks,
+        **_file_verdict(run, checked, (median, p20, p80)),
+    }
+    try:
+        with transaction.atomic():
+            attestation = Attestation.objects.create(run=run, author=author, content_digest=digest, **fields)
+    except IntegrityError:
+        raise _duplicate() from None
+    _audit(actor=author, target=attestation, action="submitted", to_state=AttestationState.PENDING)
+    return attestation
+
+
+def _file_verdict(run: BenchmarkRun, checked, figures: tuple) -> dict:
+    if not checked.comparable:
+        return {"verdict_note": "Not judged: it was timed on another GPU model than the run's."}
+    judged = run_judgement(
+        run, samples=checked.samples, upstream=checked.document["upstream"], figures=figures
+    )
+    return {
+        "verdict": judged.verdict,
+        "deviation": judged.deviation,
+        "deviation_low": judged.low,
+        "deviation_high": judged.high,
+        "verdict_note": judgement_note(judged, subject="The contributor's file"),
+    }
 
 
 def attestation_clean(*, run: BenchmarkRun, kind: str, **raw) -> dict:

@@ -47,13 +47,18 @@ def _form_page(request, template, context, limited):
 @login_required
 def attestation_create(request, pk):
     run = _run(pk)
-    form = AttestationForm(request.POST or None, run=run)
+    form = AttestationForm(request.POST or None, request.FILES or None, run=run)
     limited = None
     if request.method == "POST" and form.is_valid():
+        content = form.result_file()
         attestation, limited = _submit(
             request,
             form,
-            lambda: services.attestation_submit(run=run, author=request.user, **form.submission()),
+            lambda: services.reproduction_file_submit(
+                run=run, author=request.user, content=content, text=form.cleaned_data["text"]
+            )
+            if content is not None
+            else services.attestation_submit(run=run, author=request.user, **form.submission()),
         )
         if attestation:
             messages.success(
@@ -62,7 +67,8 @@ def attestation_create(request, pk):
                 "moderator; it appears on the run page once approved.",
             )
             return redirect("attestations:my-submissions")
-    return _form_page(request, "attestations/attestation_form.html", {"form": form, "run": run}, limited)
+    context = {"form": form, "run": run, "run_url": request.build_absolute_uri(run.get_absolute_url())}
+    return _form_page(request, "attestations/attestation_form.html", context, limited)
 
 
 @login_required

@@ -189,6 +189,8 @@ MEDIA_ROOT = VAR_DIR / "media"
 REQUEST_BODY_MAX_BYTES = _env(env.int, "REQUEST_BODY_MAX_BYTES", default=1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BODY_MAX_BYTES
 FILE_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BODY_MAX_BYTES
+# A reproduction's result file (the kit's JSON, every sample): larger ones are refused on arrival.
+REPRODUCTION_FILE_MAX_BYTES = _env(env.int, "REPRODUCTION_FILE_MAX_BYTES", default=512 * 1024)
 MEDIA_URL = "/media/"
 
 # Email: console by default, a folder of .eml files with EMAIL_FILE_PATH, SMTP with EMAIL_URL.

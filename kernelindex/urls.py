@@ -21,6 +21,7 @@ urlpatterns = [
     path("api/v1/", include("registry.api_urls")),
     path("api/v1/", include("attestations.api_urls")),
     path("api/v1/", include("registry.reruns.api_urls")),
+    path("", include("registry.reruns.kit.urls")),
     path("", include("attestations.urls")),
     path("", include("registry.reruns.urls")),
     path("", include("registry.urls")),

@@ -1,12 +1,16 @@
 """The jobs API: controlled rerun and measure jobs, read-only."""
 
 from django import forms
+from django.shortcuts import get_object_or_404
 from django_filters import rest_framework as filters
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema_field
-from rest_framework import serializers, viewsets
+from drf_spectacular.utils import extend_schema, extend_schema_field
+from rest_framework import permissions, serializers, viewsets
+from rest_framework.response import Response
+from rest_framework.views import APIView
 
-from registry.models import RerunJob
+from registry.models import BenchmarkRun, RerunJob
+from registry.reruns.reproduce import run_spec_document
 from registry.serializers import JobEvidenceFields
 
 
@@ -52,3 +56,21 @@ class JobViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_serializer_class(self):
         return JobDetailSerializer if self.action == "retrieve" else JobSerializer
+
+
+class RunSpecView(APIView):
+    """What the reproduction kit runs for one run: the job a controlled rerun would run (kernel,
+    implementation, pass, metric, workload), the digests it hashes to, the timing settings, and
+    the spec's own digest, which a result file must carry (docs/reproduce.md). Read-only."""
+
+    permission_classes = [permissions.AllowAny]
+
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    def get(self, request, pk):
+        run = get_object_or_404(
+            BenchmarkRun.objects.public().select_related(
+                "kernel", "implementation", "workload", "protocol", "environment"
+            ),
+            pk=pk,
+        )
+        return Response(run_spec_document(run, base_url=request.build_absolute_uri("/")))

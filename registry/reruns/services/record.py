@@ -5,6 +5,7 @@ The only code that changes an evidence level: in the transaction that finishes a
 """
 
 import math
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
@@ -102,33 +103,22 @@ def _result_store(job: RerunJob, result: dict) -> None:
 
 
 def _rerun_judge(job: RerunJob) -> None:
-    """The verdict: an equivalence judgement on the relative difference of the two medians, its
-    95% interval against ±RERUN_TOLERANCE (docs/protocol.md). A run is judged under its own
-    protocol: a KernelIndex-protocol run by the rerun's samples against its own; any other run
-    (the source's, or an older controlled protocol) by the rerun's upstream do_bench figure."""
+    """The verdict on a rerun (`run_judgement`); a disagreeing one diverges and opens a report."""
     run = BenchmarkRun.objects.select_for_update().select_related("protocol").get(pk=job.run_id)
-    measured_by = run.measured_by_jobs.filter(kind=JobKind.MEASURE).order_by("pk").first()
-    own_protocol = run.protocol.comparability_family in CONTROLLED_FAMILIES and measured_by is not None
-    if own_protocol and len(measured_by.samples) >= 2 and len(job.samples) >= 2:
-        new, old, basis = stats.Side(samples=job.samples), stats.Side(samples=measured_by.samples), "samples"
-    else:
-        upstream = job.upstream or {"median": job.median, "p20": job.p20, "p80": job.p80}
-        new, old, basis = (
-            stats.Side(**upstream),
-            stats.Side(median=run.median, p20=run.p20, p80=run.p80),
-            "upstream",
-        )
-    point, low, high, how = stats.difference_interval(new, old, spread_from=job.samples)
-    job.tolerance = settings.RERUN_TOLERANCE
-    job.deviation, job.deviation_low, job.deviation_high = point, low, high
-    job.verdict = stats.verdict(low, high, job.tolerance)
+    judged = run_judgement(
+        run, samples=job.samples, upstream=job.upstream, figures=(job.median, job.p20, job.p80)
+    )
+    measured_by, basis = judged.measured_by, judged.basis
+    job.tolerance = judged.tolerance
+    job.deviation, job.deviation_low, job.deviation_high = judged.deviation, judged.low, judged.high
+    job.verdict = judged.verdict
     same_gpu = bool(measured_by and measured_by.gpu_uuid and measured_by.gpu_uuid == job.gpu_uuid)
     job.sampling = {
         **job.sampling,
         "basis": basis,
         "same_gpu": same_gpu if measured_by and measured_by.gpu_uuid and job.gpu_uuid else None,
     }
-    job.verdict_note = _verdict_note(job, new, old, how, basis)
+    job.verdict_note = judgement_note(judged, subject="Rerun")
     if job.verdict == Verdict.DISAGREES:
         job.state = JobState.DIVERGED
         _divergence_report_open(job)
@@ -140,22 +130,61 @@ def _rerun_judge(job: RerunJob) -> None:
         )
 
 
-def _verdict_note(job: RerunJob, new, old, how: str, basis: str) -> str:
-    compared = "KernelIndex-protocol samples" if basis == "samples" else "upstream's do_bench figure"
+@dataclass(frozen=True)
+class Judgement:
+    """New figures of a run's workload judged against the run, under the run's own protocol."""
+
+    basis: str  # "samples" (both sides' raw samples) or "upstream" (upstream's do_bench figure)
+    new: stats.Side
+    old: stats.Side
+    deviation: float | None
+    low: float | None
+    high: float | None
+    how: str
+    verdict: str
+    tolerance: float
+    measured_by: RerunJob | None
+
+
+def run_judgement(run: BenchmarkRun, *, samples: list, upstream: dict | None, figures: tuple) -> Judgement:
+    """The verdict: an equivalence judgement on the relative difference of the two medians, its
+    95% interval against ±RERUN_TOLERANCE (docs/protocol.md). A run is judged under its own
+    protocol: a KernelIndex-protocol run by the new samples against its measure job's; any other
+    run (the source's, or an older controlled protocol) by the new upstream do_bench figure
+    (`figures`, median / p20 / p80 of the samples, without one). A controlled rerun and a
+    contributor's result file are judged by this one function."""
+    measured_by = run.measured_by_jobs.filter(kind=JobKind.MEASURE).order_by("pk").first()
+    own_protocol = run.protocol.comparability_family in CONTROLLED_FAMILIES and measured_by is not None
+    if own_protocol and len(measured_by.samples) >= 2 and len(samples) >= 2:
+        new, old, basis = stats.Side(samples=samples), stats.Side(samples=measured_by.samples), "samples"
+    else:
+        upstream = upstream or dict(zip(("median", "p20", "p80"), figures, strict=True))
+        new, old, basis = (
+            stats.Side(**upstream),
+            stats.Side(median=run.median, p20=run.p20, p80=run.p80),
+            "upstream",
+        )
+    point, low, high, how = stats.difference_interval(new, old, spread_from=samples)
+    tolerance = settings.RERUN_TOLERANCE
+    return Judgement(
+        basis, new, old, point, low, high, how, stats.verdict(low, high, tolerance), tolerance, measured_by
+    )
+
+
+def judgement_note(judged: Judgement, *, subject: str) -> str:
+    compared = "KernelIndex-protocol samples" if judged.basis == "samples" else "upstream's do_bench figure"
     interval = (
-        f"95% interval {job.deviation_low:+.2%} to {job.deviation_high:+.2%}"
-        if job.deviation_low is not None
-        else "no interval"
+        f"95% interval {judged.low:+.2%} to {judged.high:+.2%}" if judged.low is not None else "no interval"
     )
     why = {
-        Verdict.AGREES: f"the whole interval lies within ±{job.tolerance:.1%}",
-        Verdict.DISAGREES: f"the whole interval lies outside ±{job.tolerance:.1%}",
-        Verdict.INCONCLUSIVE: f"the interval is not wholly inside or wholly outside ±{job.tolerance:.1%}; "
+        Verdict.AGREES: f"the whole interval lies within ±{judged.tolerance:.1%}",
+        Verdict.DISAGREES: f"the whole interval lies outside ±{judged.tolerance:.1%}",
+        Verdict.INCONCLUSIVE: f"the interval is not wholly inside or wholly outside ±{judged.tolerance:.1%}; "
         "another rerun may settle it",
-    }[job.verdict]
+    }[judged.verdict]
     return (
-        f"Compared: {compared}. Difference of medians {_percent(job.deviation)}, {interval} ({how}). "
-        f"Rerun: {new.count}; recorded run: {old.count}. {why[0].upper()}{why[1:]}."
+        f"Compared: {compared}. Difference of medians {_percent(judged.deviation)}, {interval} ({judged.how}). "
+        f"{subject}: {judged.new.count}; recorded run: {judged.old.count}. {why[0].upper()}{why[1:]}."
     )
 
 
