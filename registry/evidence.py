@@ -270,6 +270,12 @@ def run_jobs(run: BenchmarkRun) -> list[RerunJob]:
     )
 
 
+def measured_samples(pks) -> dict[int, list[float]]:
+    """Raw samples of controlled runs (their measure job's), by run: one query."""
+    found = RerunJob.objects.filter(kind=JobKind.MEASURE, result_run_id__in=pks).exclude(samples=[])
+    return {run: samples for run, samples in found.values_list("result_run_id", "samples") if samples}
+
+
 def samples_plot(run: BenchmarkRun, evidence: RunEvidence, *, max_rows: int = 8) -> SamplePlot | None:
     """The strip plot of the measurement's samples and its newest reruns' (`max_rows` rows at
     most); for a run without a measurement (the source's), the recorded median is the dashed line."""

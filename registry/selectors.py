@@ -171,7 +171,7 @@ def run_group(run: BenchmarkRun) -> list[BenchmarkRun]:
     return list(
         BenchmarkRun.objects.current()
         .filter(comparison_key=run.comparison_key)
-        .select_related("implementation")
+        .select_related("implementation", "source")
         .order_by("rank", "median", "pk")
     )
 

@@ -4,8 +4,10 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from registry import rank_status
 from registry.evidence import JobEvidence, run_evidence_of
 from registry.models import BenchmarkRun, Environment, Implementation, Kernel, Source, SourceImport
+from registry.rank_status import IntervalBasis, RankStatus
 
 
 class ControlledJobSerializer(serializers.Serializer):
@@ -80,6 +82,13 @@ class JobEvidenceFields(serializers.Serializer):
         return JobEvidence(job).same_gpu
 
 
+class RunListSerializer(serializers.ListSerializer):
+    """Reads the standing of every run of the list at once (rank_status.attach: two queries)."""
+
+    def to_representation(self, data):
+        return super().to_representation(rank_status.attach(data.all() if hasattr(data, "all") else data))
+
+
 class RunSerializer(serializers.ModelSerializer):
     kernel = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     implementation = serializers.CharField(source="implementation.provider", read_only=True)
@@ -95,9 +104,55 @@ class RunSerializer(serializers.ModelSerializer):
     manifest_url = serializers.SerializerMethodField()
     measurement = serializers.SerializerMethodField()
     reruns = serializers.SerializerMethodField()
+    # What the data supports beside the rank (registry/rank_status.py).
+    rank_status = serializers.ChoiceField(
+        source="standing.status",
+        choices=RankStatus.choices,
+        read_only=True,
+        help_text="ahead: the #1, ahead of #2 beyond both runs' intervals; behind: behind #1 beyond "
+        "both intervals; tied: the intervals overlap (the #1: with #2's); one-sample: this run or the "
+        "run compared with is one timed call (p20 = p50 = p80), so the order is not established; "
+        "alone; unranked (withdrawn or superseded).",
+    )
+    rank_statement = serializers.CharField(
+        source="standing.statement", read_only=True, help_text="The same in words, with what it rests on."
+    )
+    rank_interval_low = serializers.FloatField(
+        source="standing.spread.low",
+        read_only=True,
+        allow_null=True,
+        help_text="Where this run's median lies, low end: the p20–p80 range of a source run, the 95% "
+        "interval of the median of a controlled run's samples; null for one timed call.",
+    )
+    rank_interval_high = serializers.FloatField(
+        source="standing.spread.high", read_only=True, allow_null=True
+    )
+    rank_interval_basis = serializers.ChoiceField(
+        source="standing.spread.basis", choices=IntervalBasis.choices, read_only=True
+    )
+    rank_compared_with = serializers.IntegerField(
+        source="standing.compared_id",
+        read_only=True,
+        allow_null=True,
+        help_text="The run this one is compared with: its group's #1, or for the #1 the best other run.",
+    )
+    rank_difference = serializers.FloatField(
+        source="standing.difference",
+        read_only=True,
+        allow_null=True,
+        help_text="(this median − that run's) / that run's median.",
+    )
+    rank_difference_low = serializers.FloatField(
+        source="standing.low",
+        read_only=True,
+        allow_null=True,
+        help_text="The interval of rank_difference the two runs' intervals allow; null unless ahead or behind.",
+    )
+    rank_difference_high = serializers.FloatField(source="standing.high", read_only=True, allow_null=True)
 
     class Meta:
         model = BenchmarkRun
+        list_serializer_class = RunListSerializer
         fields = [
             "id",
             "external_id",
@@ -120,6 +175,15 @@ class RunSerializer(serializers.ModelSerializer):
             "observed_at",
             "rank",
             "group_size",
+            "rank_status",
+            "rank_statement",
+            "rank_interval_low",
+            "rank_interval_high",
+            "rank_interval_basis",
+            "rank_compared_with",
+            "rank_difference",
+            "rank_difference_low",
+            "rank_difference_high",
             "comparison_key",
             "digest",
             "evidence_level",
@@ -133,6 +197,11 @@ class RunSerializer(serializers.ModelSerializer):
             "measurement",
             "reruns",
         ]
+
+    def to_representation(self, run):
+        if not hasattr(run, "standing"):
+            rank_status.attach([run])
+        return super().to_representation(run)
 
     def get_manifest_url(self, run) -> str:
         return reverse("manifest-detail", args=[run.digest])

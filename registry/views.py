@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
-from registry import charts, citations, evidence, selectors
+from registry import charts, citations, evidence, rank_status, selectors
 from registry.filters import RunFilter
 from registry.models import Kernel, Source, SourceImport
 
@@ -85,6 +85,7 @@ def run_detail(request, pk=None, digest=None):
     if run is None:
         raise Http404("No run has this id or digest.")
     members = selectors.run_group(run)
+    rank_status.attach([run], members=members)
     best = selectors.group_best_other(members, run)
     manifest = json.dumps(run.manifest, indent=2, sort_keys=True, ensure_ascii=False)
     accessed = timezone.now().date()
@@ -127,6 +128,7 @@ def compare(request, a, b):
     if run_a is None or run_b is None:
         raise Http404("No run has this id.")
     change = selectors.change_percent(run_a.median, run_b.median)
+    rank_status.attach([run_a, run_b])
     return render(
         request,
         "registry/compare.html",
@@ -135,7 +137,7 @@ def compare(request, a, b):
             "b": run_b,
             "change": change,
             "difference": run_b.median - run_a.median,
-            "ratio": run_b.median / run_a.median if run_a.median else None,
+            "ratio": rank_status.medians_ratio(run_a, run_b) if run_a.median else None,
             "same_group": run_a.comparison_key == run_b.comparison_key,
             "breaks": selectors.comparability_breaks(run_a, run_b),
             "sections": selectors.compare_sections(run_a, run_b),
@@ -209,6 +211,7 @@ def kernel_detail(request, slug):
     choices = selectors.kernel_filter_choices(kernel)
     panels, omitted, points_over = [], 0, False
     if page is not None:
+        page.object_list = rank_status.attach(page.object_list)
         current = (
             filterset.qs if "current" in request.GET or "withdrawn" in request.GET else filterset.qs.current()
         )

@@ -21,7 +21,8 @@ from django.db.models import QuerySet
 from scipy.stats import mannwhitneyu
 
 from registry.cache import generation_bump
-from registry.models import BenchmarkRun, Change, ChangeKind, JobKind, RerunJob
+from registry.evidence import measured_samples
+from registry.models import BenchmarkRun, Change, ChangeKind
 
 SERIES_FIELDS = (
     "pk",
@@ -102,7 +103,7 @@ def changes_detect(*, runs: QuerySet | None = None) -> dict[str, int]:
         if runs is None or (run.comparison_key, run.provider) in keys:
             series.setdefault((run.comparison_key, run.provider), []).append(run)
     pks = [run.pk for values in series.values() for run in values]
-    samples = _samples(pks)
+    samples = measured_samples(pks)
     wanted = {}
     for values in series.values():
         for before, after in zip(values, values[1:], strict=False):
@@ -150,12 +151,6 @@ class _Value:
     p80: float
     observed_at: object
     origin_id: int | None
-
-
-def _samples(pks: list[int]) -> dict[int, list[float]]:
-    """Raw samples of controlled runs: their measure job's."""
-    found = RerunJob.objects.filter(kind=JobKind.MEASURE, result_run_id__in=pks).exclude(samples=[])
-    return {run: samples for run, samples in found.values_list("result_run_id", "samples") if samples}
 
 
 def _change(before_pk: int, after: _Value, judgement: Judgement) -> Change:

@@ -107,9 +107,17 @@ def difference_interval(new: Side, old: Side, confidence: float = VERDICT_CONFID
     new_range, old_range = _range(new, spread, confidence), _range(old, spread, confidence)
     if new_range is None or old_range is None:
         return point, None, None, "one timed call on a side and no samples to say how much one call varies"
-    low = (new_range[0] - old_range[1]) / old.median
-    high = (new_range[1] - old_range[0]) / old.median
-    return point, float(low), float(high), "the two medians' ranges combined (a side without raw samples)"
+    low, high = ranges_difference(new_range, old_range, old.median)
+    return point, low, high, "the two medians' ranges combined (a side without raw samples)"
+
+
+def ranges_difference(new_range, old_range, old_median: float) -> tuple[float, float]:
+    """The interval of (new − old) / old when each median is only known to lie in its range:
+    from the smallest to the largest difference the two ranges allow."""
+    return (
+        float((new_range[0] - old_range[1]) / old_median),
+        float((new_range[1] - old_range[0]) / old_median),
+    )
 
 
 def verdict(low, high, tolerance: float) -> str:

@@ -1,0 +1,253 @@
+"""What the data supports beside a run's rank (issue 14), read at page time, never stored.
+
+The competition rank (registry/ranks.py) orders medians, however little they rest on. Beside it:
+- each run has an interval: a source's p20–p80 range; for a controlled run the 95% interval of its
+  median from its measure job's raw samples (stats.median_interval, with scipy);
+  a source's peak memory (the maximum over 10 runs) is a point, exact; a latency figure with
+  p20 = p50 = p80 is one timed call and has no interval;
+- a run is compared with its group's #1, and the #1 with its #2 (the best other run):
+  one call on either side says "one sample: the order is not established"; overlapping
+  intervals say "tied"; otherwise the gap between the medians, relative to the run compared with,
+  and the interval of that gap from the two intervals (stats.ranges_difference).
+The compare page's ratio of two medians uses the rerun verdict's interval instead
+(stats.difference_interval: a bootstrap over both runs' samples when both have them).
+"""
+
+from dataclasses import dataclass
+
+from django.db.models import TextChoices
+
+from registry.evidence import measured_samples, number
+from registry.models import BenchmarkRun, Metric
+from registry.reruns.harness import stats
+from registry.reruns.services.measured_run import CONTROLLED_SOURCE
+
+ONE_SAMPLE = "one sample: the order is not established"
+BETTER = {Metric.LATENCY: "faster", Metric.MEMORY: "smaller"}
+WORSE = {Metric.LATENCY: "slower", Metric.MEMORY: "larger"}
+
+
+class RankStatus(TextChoices):
+    AHEAD = "ahead", "The #1, ahead of #2 beyond both intervals"
+    BEHIND = "behind", "Behind #1 beyond both intervals"
+    TIED = "tied", "Tied with #1 (the #1: with #2): the intervals overlap"
+    ONE_SAMPLE = "one-sample", "One side is one timed call: the order is not established"
+    ALONE = "alone", "Alone in its comparison group"
+    UNRANKED = "unranked", "Not ranked (withdrawn or superseded)"
+
+
+class IntervalBasis(TextChoices):
+    P20_P80 = "p20-p80", "the p20–p80 range"
+    MEDIAN_CI = "median-ci95", "the 95% interval of the median"
+    NO_SPREAD = "no-spread", "peak memory, no spread"
+    ONE_CALL = "one-call", "one timed call"
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Where a run's median lies: (low, high), None for one timed call."""
+
+    low: float | None
+    high: float | None
+    basis: str
+
+    @property
+    def single(self) -> bool:
+        return self.low is None
+
+    def overlaps(self, other: "Spread") -> bool:
+        return self.low <= other.high and other.low <= self.high
+
+    def words(self, unit: str) -> str:
+        if self.single:
+            return "one timed call (p20 = p50 = p80)"
+        return f"{IntervalBasis(self.basis).label} {self.low:.4g}–{self.high:.4g} {unit}"
+
+
+def spread_of(run: BenchmarkRun, median_interval: tuple[float, float] | None = None) -> Spread:
+    """`median_interval`: a controlled run's 95% interval of the median, where it has one."""
+    if median_interval is not None:
+        return Spread(*median_interval, IntervalBasis.MEDIAN_CI)
+    if run.p20 != run.p80:
+        return Spread(run.p20, run.p80, IntervalBasis.P20_P80)
+    if run.metric == Metric.MEMORY:
+        return Spread(run.median, run.median, IntervalBasis.NO_SPREAD)
+    return Spread(None, None, IntervalBasis.ONE_CALL)
+
+
+@dataclass(frozen=True)
+class Standing:
+    status: str
+    spread: Spread
+    metric: str
+    compared: BenchmarkRun | None = None  # the #1; for the #1, its #2
+    other: str = "#1"  # how the page names the run compared with
+    compared_spread: Spread | None = None
+    difference: float | None = None  # (this − compared) / compared, of the medians
+    low: float | None = None
+    high: float | None = None
+
+    @property
+    def compared_id(self) -> int | None:
+        return self.compared.pk if self.compared else None
+
+    @property
+    def summary(self) -> str:
+        """One line for tables: "faster than #2 by 2.1% (1.4% to 2.9%)"."""
+        if self.status == RankStatus.AHEAD:
+            gap = f"{_pct(-self.difference)} ({_pct(-self.high)} to {_pct(-self.low)})"
+            return f"{BETTER[self.metric]} than {self.other} by {gap}"
+        if self.status == RankStatus.BEHIND:
+            gap = f"{_pct(self.difference)} ({_pct(self.low)} to {_pct(self.high)})"
+            return f"{WORSE[self.metric]} than {self.other} by {gap}"
+        if self.status == RankStatus.TIED:
+            return f"tied with {self.other}"
+        if self.status == RankStatus.ONE_SAMPLE:
+            return ONE_SAMPLE
+        return "alone in its group" if self.status == RankStatus.ALONE else "not ranked"
+
+    @property
+    def statement(self) -> str:
+        """The summary with what it rests on, for the run page."""
+        if self.status in (RankStatus.ALONE, RankStatus.UNRANKED):
+            return self.summary
+        unit = self.compared.unit
+        if self.status == RankStatus.ONE_SAMPLE:
+            return f"{self.summary}: {self._one_call_words()}"
+        mine, theirs = self.spread.words(unit), self.compared_spread.words(unit)
+        if self.status == RankStatus.TIED:
+            if self.difference == 0:
+                return f"{self.summary}: the same median"
+            return f"{self.summary}: the intervals overlap (this run: {mine}; {self.other}: {theirs})"
+        return (
+            f"{self.summary}, the gap of the medians relative to {self.other}'s, with the interval "
+            f"the two allow (this run: {mine}; {self.other}: {theirs})"
+        )
+
+    def _one_call_words(self) -> str:
+        if self.spread.single and self.compared_spread.single:
+            return f"the order between this run and {self.other} rests on one call each (p20 = p50 = p80)"
+        who = "this run" if self.spread.single else self.other
+        return f"{who} is one timed call (p20 = p50 = p80), which cannot order two runs"
+
+
+def standing_of(run: BenchmarkRun, top: list[BenchmarkRun], intervals: dict) -> Standing:
+    """Where `run` stands against `top`, its group's first two runs in rank order (rank, median,
+    pk, as the run page lists them); `intervals`: controlled runs' 95% intervals of the median."""
+    mine = spread_of(run, intervals.get(run.pk))
+    if run.rank is None:
+        return Standing(RankStatus.UNRANKED, mine, run.metric)
+    others = [member for member in top if member.pk != run.pk]
+    if not others:
+        return Standing(RankStatus.ALONE, mine, run.metric)
+    compared = others[0]
+    theirs = spread_of(compared, intervals.get(compared.pk))
+    difference = (run.median - compared.median) / compared.median if compared.median else 0.0
+    other = "#1" if run.rank > 1 else ("another #1" if compared.rank == 1 else "#2")
+    common = {
+        "spread": mine,
+        "metric": run.metric,
+        "compared": compared,
+        "compared_spread": theirs,
+        "other": other,
+    }
+    if run.rank == compared.rank:
+        return Standing(RankStatus.TIED, difference=0.0, **common)
+    if mine.single or theirs.single:
+        return Standing(RankStatus.ONE_SAMPLE, difference=difference, **common)
+    if mine.overlaps(theirs):
+        return Standing(RankStatus.TIED, difference=difference, **common)
+    low, high = stats.ranges_difference((mine.low, mine.high), (theirs.low, theirs.high), compared.median)
+    status = RankStatus.AHEAD if run.rank == 1 else RankStatus.BEHIND
+    return Standing(status, difference=difference, low=low, high=high, **common)
+
+
+def attach(runs, *, members: list[BenchmarkRun] | None = None) -> list[BenchmarkRun]:
+    """Set `run.standing` on each of `runs` (and on `members`), and return them as a list. Two
+    queries at most, whatever their number: the first two runs of each of their groups (none when
+    `members`, the whole group of every run in `runs`, is given, as on the run page), and the 95%
+    intervals of the controlled ones (none when no run involved is controlled)."""
+    runs = list(runs)
+    if members is not None:
+        tops = {members[0].comparison_key: members[:2]} if members else {}
+    else:
+        tops = _group_tops({run.comparison_key for run in runs if run.rank is not None})
+    involved = [*runs, *(members or ()), *(m for top in tops.values() for m in top)]
+    intervals = _median_intervals(involved)
+    for run in [*runs, *(members or ())]:
+        run.standing = standing_of(run, tops.get(run.comparison_key, []), intervals)
+    return runs
+
+
+def _group_tops(keys: set[str]) -> dict[str, list[BenchmarkRun]]:
+    if not keys:
+        return {}
+    leaders = (
+        BenchmarkRun.objects.current()
+        .filter(comparison_key__in=keys, rank__lte=2)
+        .select_related("source", "implementation")
+        .order_by("comparison_key", "rank", "median", "pk")
+    )
+    tops: dict[str, list[BenchmarkRun]] = {}
+    for run in leaders:
+        tops.setdefault(run.comparison_key, []).append(run)
+    return {key: top[:2] for key, top in tops.items()}
+
+
+def _median_intervals(runs) -> dict[int, tuple[float, float]]:
+    """The 95% interval of the median of each controlled run among `runs`, from its measure job's
+    raw samples (scipy's order-statistic interval, as the recorder computes it; recomputed, so that
+    runs recorded before it was computed so are judged alike). A worker's JSON is read
+    defensively: what is not a finite number is left out."""
+    pks = {run.pk for run in runs if is_controlled(run)}
+    if not pks:
+        return {}
+    intervals = {}
+    for pk, raw in measured_samples(pks).items():
+        samples = [v for v in map(number, raw if isinstance(raw, list) else []) if v is not None]
+        interval = stats.median_interval(samples)
+        if interval is not None:
+            intervals[pk] = interval
+    return intervals
+
+
+def is_controlled(run: BenchmarkRun) -> bool:
+    return run.source.slug == CONTROLLED_SOURCE["slug"]
+
+
+# --- the compare page's ratio ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """B / A of the medians, with its interval and what that interval rests on."""
+
+    value: float | None
+    low: float | None
+    high: float | None
+    how: str
+
+
+def medians_ratio(a: BenchmarkRun, b: BenchmarkRun) -> Ratio:
+    """The rerun verdict's interval (stats.difference_interval), as a ratio: a bootstrap over both
+    runs' raw samples when both are controlled; else the two medians' ranges combined; none when
+    a side is one timed call and no samples say how much one call varies. Peak memory from a
+    source has no spread, so its ratio is exact. One query, for controlled runs' samples."""
+    controlled = [run.pk for run in (a, b) if is_controlled(run)]
+    samples = measured_samples(controlled) if controlled else {}
+    new, old = (stats.Side(samples=samples.get(r.pk), median=r.median, p20=r.p20, p80=r.p80) for r in (b, a))
+    point, low, high, how = stats.difference_interval(new, old)
+    if point is None:
+        return Ratio(None, None, None, how)
+    if low is None and a.metric == b.metric == Metric.MEMORY and new.single_call and old.single_call:
+        return Ratio(
+            1 + point, 1 + point, 1 + point, "exact: peak memory has no spread (the maximum over 10 runs)"
+        )
+    if low is None:
+        return Ratio(1 + point, None, None, how)
+    return Ratio(1 + point, 1 + low, 1 + high, how)
+
+
+def _pct(fraction: float) -> str:
+    value = fraction * 100
+    return f"{value:.1f}%" if abs(value) >= 1 else f"{value:.2f}%"
