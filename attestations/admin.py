@@ -14,7 +14,7 @@ from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, path, reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from attestations import services
 from attestations.forms import ReasonForm
@@ -25,7 +25,10 @@ from attestations.models import (
     IssueReport,
     IssueReportState,
 )
+from attestations.reproduction_files import environment_rows
 from registry.admin import ReadOnlyAdminMixin
+from registry.reruns.admin import _request_limited, has_request_rerun_permission
+from registry.reruns.services.request import JobRefused
 
 
 class QueueFilter(admin.SimpleListFilter):
@@ -235,17 +238,21 @@ class AttestationAdmin(ModerationAdmin):
         "id",
         "created_at",
         "kind",
+        "origin",
         "state",
         "author",
         "run_link",
         "median",
         "unit",
         "gpu_product",
+        "verdict",
     ]
     list_display_links = ["id", "created_at"]
     list_filter = [
         AttestationQueueFilter,
         "kind",
+        "origin",
+        "verdict",
         AgeFilter,
         ("run__environment", admin.RelatedOnlyFieldListFilter),
         ("author", admin.RelatedOnlyFieldListFilter),
@@ -253,14 +260,20 @@ class AttestationAdmin(ModerationAdmin):
     list_select_related = ["author", "run"]
     search_fields = ["run__external_id", "author__username", "author__email", "text", "gpu_product"]
     ordering = ["created_at", "pk"]
-    actions = ["approve_selected", "reject_selected"]
+    actions = ["approve_selected", "reject_selected", "rerun_disagreeing"]
     fields = [
         "run_page",
         "kind",
+        "origin",
         "state",
         "author",
         "created_at",
         ("median", "p20", "p80", "unit"),
+        ("ci_low", "ci_high"),
+        ("verdict", "deviation", "deviation_low", "deviation_high"),
+        "verdict_note",
+        "file_checks",
+        "environments",
         "gpu_product",
         ("driver_version", "cuda_version", "torch_version", "triton_version", "liger_version"),
         "harness",
@@ -288,6 +301,48 @@ class AttestationAdmin(ModerationAdmin):
     @admin.action(description="Reject selected attestations (with a reason)", permissions=["moderate"])
     def reject_selected(self, request, queryset):
         return self._bulk(request, queryset, "reject")
+
+    def has_request_rerun_permission(self, request):
+        return has_request_rerun_permission(request) and self.has_moderate_permission(request)
+
+    @admin.action(
+        description="Request a rerun of the run (data-bearing reproductions that disagree)",
+        permissions=["request_rerun"],
+    )
+    def rerun_disagreeing(self, request, queryset):
+        limited = _request_limited(request)
+        if limited:
+            return limited
+        for attestation in queryset.select_related("run"):
+            try:
+                job = services.reproduction_rerun_request(attestation=attestation, moderator=request.user)
+            except (JobRefused, PermissionDenied) as exc:
+                self.message_user(request, f"{attestation}: {exc}", messages.WARNING)
+                continue
+            self.message_user(request, f"{attestation}: rerun job #{job.pk} queued.", messages.SUCCESS)
+        return None
+
+    @admin.display(description="checks of the result file")
+    def file_checks(self, obj):
+        if not obj.carries_data:
+            return "Typed into the form: nothing to check."
+        rows = format_html_join(
+            "",
+            "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
+            ((c["check"], "passed" if c["passed"] else "no", c["detail"]) for c in obj.checks),
+        )
+        return format_html("<table><tr><th>check</th><th>result</th><th>detail</th></tr>{}</table>", rows)
+
+    @admin.display(description="environments (run / contributor)")
+    def environments(self, obj):
+        if not obj.carries_data:
+            return "Typed: only the versions below."
+        rows = format_html_join(
+            "", "<tr><td>{}</td><td>{}</td><td>{}</td></tr>", environment_rows(obj.run, obj.environment)
+        )
+        return format_html(
+            "<table><tr><th></th><th>the run</th><th>the contributor</th></tr>{}</table>", rows
+        )
 
 
 @admin.register(IssueReport)

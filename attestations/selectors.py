@@ -8,16 +8,29 @@ from registry.models import BenchmarkRun
 
 @dataclass(frozen=True)
 class ReproductionSummary:
-    """One line of the run page's summary: reproductions on one GPU product."""
+    """One line of the run page's summary: reproductions on one GPU product, those that carry
+    their data (a kit's result file) apart from typed ones, with the spread of their medians."""
 
     count: int
     gpu_product: str
     max_deviation_percent: float
     same_gpu: bool
+    carries_data: bool = False
+    low: float = 0.0
+    high: float = 0.0
+    unit: str = ""
 
     def __str__(self) -> str:
         noun = "reproduction" if self.count == 1 else "reproductions"
-        return f"{self.count} {noun} on {self.gpu_product}, within ±{self.max_deviation_percent:.1f}%"
+        if not self.carries_data:
+            return (
+                f"{self.count} typed {noun} on {self.gpu_product}, within ±{self.max_deviation_percent:.1f}%"
+            )
+        spread = f"median {self.low:.4g}" if self.count == 1 else f"medians {self.low:.4g}–{self.high:.4g}"
+        return (
+            f"{self.count} {noun} with data on {self.gpu_product}: {spread} {self.unit}, "
+            f"within ±{self.max_deviation_percent:.1f}%"
+        )
 
 
 def run_approved_attestations(run: BenchmarkRun) -> list[Attestation]:
@@ -31,25 +44,31 @@ def run_approved_attestations(run: BenchmarkRun) -> list[Attestation]:
 
 
 def reproduction_summary(run: BenchmarkRun, attestations: list[Attestation]) -> list[ReproductionSummary]:
-    """Reproductions grouped by GPU product (case and spacing ignored), the run's own GPU first,
-    each with the largest distance of a median from the run's recorded median."""
-    groups: dict[str, list[Attestation]] = {}
+    """Reproductions grouped by GPU product (case and spacing ignored) and by whether they carry
+    their data, the run's own GPU first and data-bearing ones first, each with the largest
+    distance of a median from the run's recorded median and the range of the medians."""
+    groups: dict[tuple[str, bool], list[Attestation]] = {}
     for attestation in attestations:
         if attestation.is_reproduction and attestation.median is not None:
-            groups.setdefault(_gpu_key(attestation.gpu_product), []).append(attestation)
-    if not groups:
-        return []
+            key = (_gpu_key(attestation.gpu_product), attestation.carries_data)
+            groups.setdefault(key, []).append(attestation)
     run_gpu = _gpu_key(run.environment.product)
     lines = [
         ReproductionSummary(
             count=len(members),
             gpu_product=members[0].gpu_product,
             max_deviation_percent=max(abs(a.deviation_percent) for a in members),
-            same_gpu=key == run_gpu,
+            same_gpu=gpu == run_gpu,
+            carries_data=carries_data,
+            low=min(a.median for a in members),
+            high=max(a.median for a in members),
+            unit=members[0].unit,
         )
-        for key, members in groups.items()
+        for (gpu, carries_data), members in groups.items()
     ]
-    return sorted(lines, key=lambda line: (not line.same_gpu, -line.count, line.gpu_product))
+    return sorted(
+        lines, key=lambda line: (not line.same_gpu, not line.carries_data, -line.count, line.gpu_product)
+    )
 
 
 def _gpu_key(product: str) -> str:

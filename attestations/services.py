@@ -40,9 +40,10 @@ from attestations.notifications import MODERATORS_GROUP
 from attestations.reproduction_files import result_file_check
 from attestations.tasks import notify
 from registry.cache import generation_bump
-from registry.models import BenchmarkRun
+from registry.models import BenchmarkRun, RerunJob, Verdict
 from registry.reruns.harness import stats
 from registry.reruns.services.record import judgement_note, run_judgement
+from registry.reruns.services.request import JobRefused, rerun_request
 
 # Machine accounts (a GPU worker's API token, should one ever be issued) read; they never contribute.
 GPU_WORKERS_GROUP = "gpu-workers"
@@ -360,6 +361,28 @@ def _attestation_decide(attestation, moderator, to_state, reason) -> Attestation
     )
     generation_bump()  # an approved attestation shows on its run's page; a taken-down one no longer does
     return attestation
+
+
+@transaction.atomic
+def reproduction_rerun_request(*, attestation: Attestation, moderator: AbstractBaseUser) -> RerunJob:
+    """Turn a data-bearing reproduction that disagrees with its run into a controlled rerun of
+    the run (the only thing that can change its evidence level), recorded on the reproduction's
+    audit log. Refused (JobRefused) when it carries no data, does not disagree, or the run
+    already has an active rerun."""
+    _require_perm(moderator, MODERATE_ATTESTATION)
+    if not moderator.has_perm("registry.request_rerun"):
+        raise PermissionDenied("Requesting reruns takes the registry.request_rerun permission.")
+    if not (attestation.carries_data and attestation.verdict == Verdict.DISAGREES):
+        raise JobRefused(f"{attestation} is not a data-bearing reproduction that disagrees with its run.")
+    job = rerun_request(
+        run=attestation.run,
+        requested_by=moderator,
+        reason=f"The contributor's reproduction #{attestation.pk} disagrees: {attestation.verdict_note}"[
+            :2000
+        ],
+    )
+    _audit(actor=moderator, target=attestation, action="rerun_requested", reason=f"Rerun job #{job.pk}")
+    return job
 
 
 # --- issue reports --------------------------------------------------------------------------

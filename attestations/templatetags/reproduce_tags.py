@@ -5,6 +5,7 @@ from django import template
 from django.conf import settings
 from django.urls import reverse
 
+from attestations.reproduction_files import environment_rows
 from registry.models import RerunJob
 from registry.reruns.kit.build import kit_filename
 from registry.reruns.reproduce import harness_refusal, reproduction_needs
@@ -28,3 +29,9 @@ def run_reproduce(context, run, controlled=None):
         "kit_url": absolute(reverse("kit-file", args=[kit_filename()])),
         "run_url": absolute(run.get_absolute_url()),
     }
+
+
+@register.simple_tag
+def environment_side_by_side(attestation):
+    """(what, the run's, the contributor's) rows of a data-bearing reproduction."""
+    return environment_rows(attestation.run, attestation.environment)

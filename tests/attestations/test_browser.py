@@ -160,7 +160,7 @@ def test_contributor_to_published_reproduction(live_server, browser, mail_dir, r
     # Published, with the summary; the report's state reaches the reporter; evidence unchanged.
     visitor.goto(public_url)
     html = visitor.content()
-    assert "1 reproduction on NVIDIA A100 SXM4 80GB, within ±0.5%" in html
+    assert "1 typed reproduction on NVIDIA A100 SXM4 80GB, within ±0.5%" in html
     assert "Reran benchmark_geglu.py &lt;b&gt;twice&lt;/b&gt;." in html
     assert "The backward timing includes no forward pass." in html
     link = visitor.get_by_role("link", name="https://example.org/geglu-backward.log")

@@ -68,8 +68,8 @@ class TestSection:
         )
         approve(submit_note(run, contributor), moderator)
         html = render("{% run_attestations run %}", public_run(run))
-        assert "<li>3 reproductions on NVIDIA A100 SXM4 80GB, within ±2.1%</li>" in html
-        assert "<li>1 reproduction on NVIDIA H200, within ±62.0% (not this run's GPU)</li>" in html
+        assert "<li>3 typed reproductions on NVIDIA A100 SXM4 80GB, within ±2.1%</li>" in html
+        assert "<li>1 typed reproduction on NVIDIA H200, within ±62.0% (not this run's GPU)</li>" in html
         assert "+2.1% from the recorded" in html
         assert "\u22121.5% from the recorded" in html
 
@@ -101,7 +101,7 @@ class TestPublicPage:
         response = client.get(reverse("attestations:run-attestations", args=[run.pk]))
         assert response.status_code == 200
         body = response.content.decode()
-        assert "1 reproduction on NVIDIA A100 SXM4 80GB, within ±0.5%" in body
+        assert "1 typed reproduction on NVIDIA A100 SXM4 80GB, within ±0.5%" in body
         assert "evidence level <strong>reported</strong>" in body
         assert "Report an issue with this run" in body
 
