@@ -1,0 +1,101 @@
+"""The reference record's rank with its uncertainty (issue 14's "done when"), and what the data
+supports across the bundled runs: the figures the README gives."""
+
+from collections import Counter
+
+import pytest
+from django.urls import reverse
+
+from registry import rank_status
+from registry.models import BenchmarkRun
+from registry.rank_status import IntervalBasis, RankStatus
+from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_load
+from tests.site.test_reference_record_pages import REFERENCE_ID, text_of
+
+ONE_CALL_EACH = (
+    "one sample: the order is not established: the order between this run and #1 rests on one call "
+    "each (p20 = p50 = p80)"
+)
+
+
+@pytest.fixture(autouse=True)
+def no_page_cache(settings):
+    settings.PAGE_CACHE_SECONDS = 0
+
+
+@pytest.fixture
+def reference(bundled):
+    return BenchmarkRun.objects.get(external_id=REFERENCE_ID)
+
+
+@pytest.mark.django_db
+class TestReferenceRecord:
+    def test_its_page_says_its_rank_and_that_the_order_rests_on_one_call_each(self, client, reference):
+        response = client.get(reference.get_absolute_url())
+        assert response.status_code == 200
+        text = text_of(response)
+        assert f"rank 2 in its comparison group of {reference.group_size} runs {ONE_CALL_EACH}" in text
+        # The group table says it of #1 too, against its #2 (this run).
+        assert (
+            'data-status="one-sample">one sample: the order is not established</td>'
+            in response.content.decode()
+        )
+
+    def test_the_api_says_one_sample_with_no_interval(self, client, reference):
+        data = client.get(reverse("run-detail", args=[reference.pk])).json()
+        assert (data["rank"], data["rank_status"], data["rank_interval_basis"]) == (
+            2,
+            "one-sample",
+            "one-call",
+        )
+        assert (data["rank_interval_low"], data["rank_difference_low"]) == (None, None)
+        best = BenchmarkRun.objects.get(comparison_key=reference.comparison_key, rank=1)
+        assert data["rank_compared_with"] == best.pk
+        assert data["rank_difference"] == pytest.approx(reference.median / best.median - 1)
+        assert round(best.median, 2) == 141.29
+
+    def test_its_compare_page_gives_the_ratio_and_says_why_it_has_no_interval(self, client, reference):
+        best = BenchmarkRun.objects.get(comparison_key=reference.comparison_key, rank=1)
+        response = client.get(reverse("registry:compare", args=[reference.pk, best.pk]))
+        text = text_of(response)
+        assert "Ratio B / A 0.980 no interval: one timed call on a side and no samples" in text
+        assert ONE_CALL_EACH in text
+
+
+@pytest.mark.django_db
+class TestBundledFigures:
+    def test_what_the_data_supports_beside_each_current_rank(self, bundled):
+        runs = rank_status.attach(BenchmarkRun.objects.public().current())
+        latency = Counter(r.standing.status for r in runs if r.metric == "latency")
+        memory = Counter(r.standing.status for r in runs if r.metric == "memory")
+        assert latency == {
+            RankStatus.AHEAD: 461,
+            RankStatus.BEHIND: 600,
+            RankStatus.TIED: 115,
+            RankStatus.ONE_SAMPLE: 473,
+        }
+        assert memory == {RankStatus.AHEAD: 329, RankStatus.BEHIND: 434, RankStatus.TIED: 36}
+        assert sum(r.standing.spread.single for r in runs) == 367  # single calls, as issue 14 counts
+        firsts = Counter(r.standing.status for r in runs if r.rank == 1)
+        assert firsts == {RankStatus.AHEAD: 790, RankStatus.ONE_SAMPLE: 217, RankStatus.TIED: 93}
+
+    def test_what_the_controlled_runs_samples_support(self, bundled):
+        controlled_runs_load(path=BUNDLED_CONTROLLED_DIR)
+        runs = rank_status.attach(
+            BenchmarkRun.objects.public().current().filter(source__slug="kernelindex-controlled")
+        )
+        assert {r.standing.spread.basis for r in runs} == {IntervalBasis.MEDIAN_CI}
+        latency = Counter(r.standing.status for r in runs if r.metric == "latency")
+        memory = Counter(r.standing.status for r in runs if r.metric == "memory")
+        assert latency == {
+            RankStatus.AHEAD: 59,
+            RankStatus.BEHIND: 65,
+            RankStatus.TIED: 40,
+            RankStatus.ALONE: 22,
+        }
+        assert memory == {
+            RankStatus.AHEAD: 17,
+            RankStatus.BEHIND: 20,
+            RankStatus.TIED: 10,
+            RankStatus.ALONE: 8,
+        }
