@@ -8,9 +8,12 @@ import sys
 import tarfile
 
 import pytest
+from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from django.utils.text import slugify
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from attestations import selectors, services
 from attestations.models import Attestation, AuditEntry
@@ -18,7 +21,7 @@ from registry.digests import digest
 from registry.importers import catalog
 from registry.models import BenchmarkRun, JobKind, RerunJob
 from registry.reruns.harness import stats
-from registry.reruns.kit.build import kit_build, kit_filename, kit_version
+from registry.reruns.kit.build import DEPENDENCIES, _pyproject, kit_build, kit_filename, kit_version
 from registry.reruns.kit.result import FORMAT, content_digest
 from registry.reruns.reproduce import run_spec, run_spec_digest
 from tests.faults.support import small_cpu_rows
@@ -337,3 +340,18 @@ class TestTheKit:
             sys.path.remove(str(root))
             for name in [m for m in sys.modules if m.startswith("kernelindex_kit")]:
                 del sys.modules[name]
+
+    def test_what_the_kit_needs_is_in_the_wheelhouse_requirements(self):
+        """scripts/wheelhouse.py carries requirements.txt and requirements-worker.txt: an offline
+        host finds every dependency of the kit there (or in its image), and nothing to build it."""
+        listed = {
+            canonicalize_name(Requirement(line).name)
+            for path in (
+                settings.BASE_DIR / "requirements.txt",
+                settings.BASE_DIR / "requirements-worker.txt",
+            )
+            for line in path.read_text().splitlines()
+            if line.strip() and not line.startswith(("#", "-"))
+        }
+        assert {canonicalize_name(Requirement(d).name) for d in DEPENDENCIES} <= listed
+        assert "requires = []" in _pyproject(kit_version()).decode()
