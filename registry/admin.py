@@ -1,7 +1,7 @@
 from datetime import timedelta
 
 from django.conf import settings
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 from django.utils import timezone
 
@@ -12,6 +12,7 @@ from registry.models import (
     Implementation,
     JobState,
     Kernel,
+    MeasuredCeiling,
     Protocol,
     RerunJob,
     Source,
@@ -20,6 +21,7 @@ from registry.models import (
     Workload,
 )
 from registry.reruns.admin import has_request_rerun_permission, request_rerun
+from registry.reruns.services import JobRefused, ceilings_request
 from registry.services.sync import syncs_stuck
 
 
@@ -115,11 +117,43 @@ class ProtocolAdmin(PublishedRecordAdmin):
     search_fields = ["name", "digest"]
 
 
+@admin.action(
+    description="Measure the ceilings of these GPU models (copy and bf16 GEMM)", permissions=["request_rerun"]
+)
+def request_ceilings(modeladmin, request, queryset):
+    for slug in sorted(set(queryset.values_list("slug", flat=True))):
+        try:
+            job = ceilings_request(
+                gpu_slug=slug, requested_by=request.user, reason="requested from the admin"
+            )
+        except JobRefused as exc:
+            modeladmin.message_user(request, str(exc), messages.WARNING)
+        else:
+            modeladmin.message_user(request, f"Ceilings job #{job.pk} queued for {slug}.")
+
+
 @admin.register(Environment)
 class EnvironmentAdmin(PublishedRecordAdmin):
     list_display = ["product", "slug", "vendor", "form_factor", "architecture"]
     list_filter = ["vendor", "architecture", "form_factor"]
     search_fields = ["product", "slug", "digest"]
+    actions = [request_ceilings]
+
+    def has_request_rerun_permission(self, request):
+        return has_request_rerun_permission(request)
+
+
+@admin.register(MeasuredCeiling)
+class MeasuredCeilingAdmin(admin.ModelAdmin):
+    list_display = ["gpu_slug", "measured_at", "memory_bandwidth", "bf16_tflops", "job"]
+    list_filter = ["gpu_slug"]
+    readonly_fields = [f.name for f in MeasuredCeiling._meta.fields]
+
+    def has_add_permission(self, request):
+        return False  # a ceilings job or `manage.py measure_ceilings` makes these
+
+    def has_change_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(BenchmarkRun)
@@ -135,8 +169,13 @@ class BenchmarkRunAdmin(PublishedRecordAdmin):
         "group_size",
         "evidence_level",
         "withdrawn",
+        "sol_percent",
+        "implausible",
     ]
+    # `implausible`: runs faster than their GPU's speed of light, for a moderator to look into and
+    # rerun (the request_rerun action); their evidence level stays as it is.
     list_filter = [
+        "implausible",
         "evidence_level",
         "withdrawn",
         "metric",

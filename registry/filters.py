@@ -26,6 +26,7 @@ SORTS = (
     ("environment__slug", "gpu"),
     ("operation_mode", "pass"),
     ("workload__x_value", "x"),
+    ("sol_percent", "speed_of_light"),
     ("id", "id"),
 )
 TRUE_VALUES = {"true", "1", "yes", "on"}
@@ -147,12 +148,15 @@ class SafeForm(forms.Form):
 
 
 class StableOrderingFilter(django_filters.OrderingFilter):
-    """Ends every ordering with the id, so pages never repeat or skip runs with equal values."""
+    """Ends every ordering with the id, so pages never repeat or skip runs with equal values.
+    Sorted best first (lowest median, or rank), implausible runs come last: a figure faster than
+    the GPU's speed of light is never the best."""
 
     def filter(self, qs, value):
         qs = super().filter(qs, value)
         if value:
-            qs = qs.order_by(*qs.query.order_by, "id")
+            best_first = value[0] in ("median", "rank")
+            qs = qs.order_by(*(("implausible",) if best_first else ()), *qs.query.order_by, "id")
         return qs
 
 
@@ -188,6 +192,10 @@ class RunFilter(django_filters.FilterSet):
     )
     observed_after = UtcIsoDateTimeFilter(field_name="observed_at", lookup_expr="gte")
     observed_before = UtcIsoDateTimeFilter(field_name="observed_at", lookup_expr="lt")
+    implausible = StrictBooleanFilter(
+        help_text="true: only runs faster than their GPU's speed of light (or a peak below the memory "
+        "that must be live); false: only the others."
+    )
     external_id = TextFilter()
     digest = TextFilter()
     comparison_key = TextFilter()

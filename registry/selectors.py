@@ -177,8 +177,9 @@ def run_group(run: BenchmarkRun) -> list[BenchmarkRun]:
 
 
 def group_best_other(members: list[BenchmarkRun], run: BenchmarkRun) -> BenchmarkRun | None:
-    """The run to compare with: the group's #1, or its runner-up when this run is the #1."""
-    others = [m for m in members if m.pk != run.pk]
+    """The run to compare with: the group's #1, or its runner-up when this run is the #1. An
+    implausible run (faster than the GPU's speed of light) is never the one to beat."""
+    others = [m for m in members if m.pk != run.pk and not m.implausible]
     return others[0] if others else None
 
 

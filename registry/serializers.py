@@ -82,6 +82,36 @@ class JobEvidenceFields(serializers.Serializer):
         return JobEvidence(job).same_gpu
 
 
+class SpeedOfLightCeilingSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["datasheet", "measured"])
+    product = serializers.CharField()
+    bandwidth_gbs = serializers.FloatField(help_text="Memory bandwidth, GB/s (10^9 bytes/s).")
+    bandwidth_source = serializers.CharField(help_text="The datasheet's URL, or the measurement.")
+    tflops = serializers.FloatField(help_text="Dense tensor throughput at the run's dtype, TFLOP/s.")
+    tflops_source = serializers.CharField()
+    floor_ms = serializers.FloatField(help_text="max(bytes / bandwidth, FLOPs / throughput), in ms.")
+    bound = serializers.ChoiceField(choices=["memory", "compute"], help_text="Which term sets the floor.")
+    percent = serializers.FloatField(help_text="floor / measured median × 100; above 100 is impossible.")
+
+
+class SpeedOfLightSerializer(serializers.Serializer):
+    """The run's speed of light (registry/speed_of_light.py); fields absent where they do not apply."""
+
+    countable = serializers.BooleanField(help_text="Whether the kernel's work is counted for this pass.")
+    reason = serializers.CharField(required=False, help_text="Why there is no percentage.")
+    metric = serializers.ChoiceField(choices=["latency", "memory"], required=False)
+    dtype = serializers.CharField(required=False)
+    bytes = serializers.IntegerField(required=False, help_text="Least bytes the pass must move.")
+    flops = serializers.IntegerField(required=False, help_text="FLOPs the pass must do.")
+    live_bytes = serializers.IntegerField(
+        required=False,
+        help_text="Bytes of the forward's inputs, live through any pass: a memory run's floor.",
+    )
+    floor_mib = serializers.FloatField(required=False, help_text="A memory run's floor, MiB.")
+    percent = serializers.FloatField(required=False, help_text="A memory run's floor / peak × 100.")
+    ceilings = SpeedOfLightCeilingSerializer(many=True, required=False)
+
+
 class RunListSerializer(serializers.ListSerializer):
     """Reads the standing of every run of the list at once (rank_status.attach: two queries)."""
 
@@ -104,6 +134,21 @@ class RunSerializer(serializers.ModelSerializer):
     manifest_url = serializers.SerializerMethodField()
     measurement = serializers.SerializerMethodField()
     reruns = serializers.SerializerMethodField()
+    speed_of_light = SpeedOfLightSerializer(read_only=True)
+    sol_percent = serializers.FloatField(
+        read_only=True,
+        allow_null=True,
+        help_text="Percentage of the speed of light against the datasheet ceiling (a memory run: of its "
+        "memory floor); null when not counted.",
+    )
+    sol_percent_measured = serializers.FloatField(
+        read_only=True, allow_null=True, help_text="The same against KernelIndex's measured ceiling."
+    )
+    implausible = serializers.BooleanField(
+        read_only=True,
+        help_text="Above 100% of the datasheet speed of light, or a peak below the memory floor. The "
+        "evidence level is unchanged; the run is never the best of its group.",
+    )
     # What the data supports beside the rank (registry/rank_status.py).
     rank_status = serializers.ChoiceField(
         source="standing.status",
@@ -196,6 +241,10 @@ class RunSerializer(serializers.ModelSerializer):
             "manifest_url",
             "measurement",
             "reruns",
+            "speed_of_light",
+            "sol_percent",
+            "sol_percent_measured",
+            "implausible",
         ]
 
     def to_representation(self, run):

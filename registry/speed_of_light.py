@@ -24,7 +24,6 @@ Each formula follows the shapes of liger-kernel 0.8.5's benchmark/scripts/benchm
 
 import functools
 import json
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -424,13 +423,12 @@ def verdict(
         return {"countable": False, "reason": work["reason"]}
     if metric == Metric.MEMORY:
         floor_mib = work["live_bytes"] / MIB
-        percent = 100 * floor_mib / median if median > 0 else math.inf
         return {
             "countable": True,
             "metric": "memory",
             **work,
             "floor_mib": floor_mib,
-            "percent": percent,
+            "percent": _percent(floor_mib, median),
             "implausible": median < floor_mib,
         }
     out = {"countable": True, "metric": "latency", **work, "ceilings": []}
@@ -446,13 +444,20 @@ def verdict(
             if work["bytes"] / ceiling["bandwidth_gbs"] >= work["flops"] / (1e3 * ceiling["tflops"])
             else "compute"
         )
-        percent = 100 * floor_ms / median if median > 0 else math.inf
-        out["ceilings"].append({**ceiling, "floor_ms": floor_ms, "bound": bound, "percent": percent})
+        out["ceilings"].append(
+            {**ceiling, "floor_ms": floor_ms, "bound": bound, "percent": _percent(floor_ms, median)}
+        )
     if not out["ceilings"]:
         return {"countable": True, **work, "reason": f"no ceilings are known for {gpu_slug}", "ceilings": []}
     sheet = out["ceilings"][0] if out["ceilings"][0]["kind"] == "datasheet" else None
-    out["implausible"] = bool(sheet and sheet["percent"] > 100)
+    out["implausible"] = bool(sheet and (sheet["percent"] is None or sheet["percent"] > 100))
     return out
+
+
+def _percent(floor: float, measured: float) -> float | None:
+    """floor / measured × 100; None for a measured figure of zero (no finite percentage: a time
+    of zero is faster than any floor, so the run is implausible)."""
+    return 100 * floor / measured if measured > 0 else None
 
 
 def columns(sol: dict) -> dict:
@@ -460,14 +465,10 @@ def columns(sol: dict) -> dict:
     by_kind = {c["kind"]: c["percent"] for c in sol.get("ceilings", [])}
     percent = sol.get("percent") if sol.get("metric") == "memory" else by_kind.get("datasheet")
     return {
-        "sol_percent": _finite(percent),
-        "sol_percent_measured": _finite(by_kind.get("measured")),
+        "sol_percent": percent,
+        "sol_percent_measured": by_kind.get("measured"),
         "implausible": bool(sol.get("implausible")),
     }
-
-
-def _finite(value):
-    return value if value is None or math.isfinite(value) else 1e9
 
 
 @transaction.atomic
@@ -507,3 +508,51 @@ def speed_of_light_fill(*, runs) -> int:
             changed.append(run)
     BenchmarkRun.objects.bulk_update(changed, SOL_FIELDS, batch_size=500)
     return len(changed)
+
+
+def speed_of_light_report(runs=None) -> dict:
+    """The figures the README quotes: countable kernels, implausible runs, and per GPU model the
+    distribution of the current latency runs' percentages (datasheet; measured where known)."""
+    import numpy as np
+
+    from registry.models import Kernel
+
+    runs = BenchmarkRun.objects.current() if runs is None else runs
+    slugs = list(Kernel.objects.order_by("slug").values_list("slug", flat=True))
+    by_gpu: dict[str, dict[str, list]] = {}
+    rows = runs.filter(metric=Metric.LATENCY).values_list(
+        "gpu_product", "sol_percent", "sol_percent_measured"
+    )
+    for product, datasheet_pct, measured_pct in rows:
+        gpu = by_gpu.setdefault(product, {"datasheet": [], "measured": [], "runs": 0})
+        gpu["runs"] += 1
+        for kind, value in (("datasheet", datasheet_pct), ("measured", measured_pct)):
+            if value is not None:
+                gpu[kind].append(value)
+
+    def spread(values: list) -> dict | None:
+        if not values:
+            return None
+        p5, median, p95 = np.percentile(values, [5, 50, 95])
+        return {"count": len(values), "median": float(median), "p5": float(p5), "p95": float(p95)}
+
+    implausible = runs.filter(implausible=True).order_by("kernel__slug", "gpu_product", "external_id")
+    return {
+        "kernels": len(slugs),
+        "countable": [s for s in slugs if s in WORK],
+        "uncounted": {s: UNCOUNTED.get(s, "no formula") for s in slugs if s not in WORK},
+        "not_counted": sorted(
+            {
+                (kernel, mode, sol.get("reason", ""))
+                for kernel, mode, sol in runs.values_list("kernel__slug", "operation_mode", "speed_of_light")
+                if not sol.get("countable")
+            }
+        ),
+        "runs_with_percent": runs.filter(sol_percent__isnull=False).count(),
+        "runs": runs.count(),
+        "implausible": list(implausible.values_list("external_id", "median", "unit", "sol_percent")),
+        "per_gpu": {
+            gpu: {"runs": v["runs"], "datasheet": spread(v["datasheet"]), "measured": spread(v["measured"])}
+            for gpu, v in sorted(by_gpu.items())
+        },
+    }

@@ -23,6 +23,7 @@ SECTIONS = [
     "Correctness",
     "Workload",
     "Measurements",
+    "Speed of light",
     "Series",
     "Protocol",
     "Environment",
