@@ -179,6 +179,25 @@ def panel_order(panel: dict) -> tuple:
     )
 
 
+SOL_UNIT = "% of speed of light"
+
+
+def as_speed_of_light(points: list[dict]) -> list[dict]:
+    """Chart points as percentages of the speed of light instead of times (registry.speed_of_light:
+    floor / measured, so the band's ends swap: p80's time gives the lower percentage). Runs
+    without a percentage (a kernel or pass not counted, a GPU without ceilings) are left out."""
+    drawn = []
+    for row in points:
+        percent = row.get("sol_percent")
+        if percent is None or row["p20"] <= 0 or row["p80"] <= 0:
+            continue
+        scale = percent * row["median"]
+        drawn.append(
+            {**row, "unit": SOL_UNIT, "median": percent, "p20": scale / row["p80"], "p80": scale / row["p20"]}
+        )
+    return drawn
+
+
 def panels_build(points: list[dict], *, limit: int = MAX_PANELS) -> tuple[list[Panel], int]:
     """Group chart points (selectors.chart_points rows) into panels; returns the panels and how
     many were left out beyond `limit`."""

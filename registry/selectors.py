@@ -416,6 +416,7 @@ CHART_FIELDS = (
     "median",
     "p20",
     "p80",
+    "sol_percent",
     "id",
     "protocol__comparability_family",
 )

@@ -209,6 +209,8 @@ def kernel_detail(request, slug):
     runs = selectors.public_runs().filter(kernel=kernel)
     filterset, page, status = _filtered(request, runs, KERNEL_DEFAULT_ORDER)
     choices = selectors.kernel_filter_choices(kernel)
+    # ?chart=sol: the charts in percent of the speed of light instead of time.
+    chart = "sol" if request.GET.get("chart") == "sol" else "time"
     panels, omitted, points_over = [], 0, False
     if page is not None:
         page.object_list = rank_status.attach(page.object_list)
@@ -225,6 +227,8 @@ def kernel_detail(request, slug):
         )
         points_over = len(points) > charts.MAX_CHART_POINTS
         if not points_over:
+            if chart == "sol":
+                points = charts.as_speed_of_light(points)
             panels, _ = charts.panels_build(points)
     return render(
         request,
@@ -239,6 +243,7 @@ def kernel_detail(request, slug):
             "omitted_panels": omitted,
             "chart_points_over": f"{charts.MAX_CHART_POINTS:,}" if points_over else "",
             "sort_choices": SORT_CHOICES,
+            "chart": chart,
         },
         status=status,
     )

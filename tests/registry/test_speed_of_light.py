@@ -161,3 +161,19 @@ class TestApi:
         schema = client.get(reverse("api-schema")).content.decode()
         assert "SpeedOfLight" in schema
         assert "sol_percent_measured" in schema
+
+
+class TestKernelPageCharts:
+    def test_the_charts_can_show_the_percentage_of_the_speed_of_light(self, client, geglu_a100):
+        url = reverse("registry:kernel-detail", args=["geglu"])
+        query = {"metric": "latency", "operation_mode": "backward", "implementation": "huggingface"}
+        by_time = client.get(url, query)
+        by_sol = client.get(url, {**query, "chart": "sol"})
+        assert (by_time.status_code, by_sol.status_code) == (200, 200)
+        assert by_time.context["panels"][0].unit == "ms"
+        panel = by_sol.context["panels"][0]
+        assert panel.unit == "% of speed of light"
+        point = next(p for s in panel.series for p in s.points if p.run_id == geglu_a100["reference"].pk)
+        assert round(point.median, 1) == 78.8
+        assert point.p20 <= point.median <= point.p80
+        assert 'name="chart" value="sol"' in by_sol.content.decode()  # the filters keep the toggle
