@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from attestations.models import Attestation, IssueReport
+from attestations.models import Attestation, AttestationState, IssueReport
 from registry.models import BenchmarkRun
 
 
@@ -89,3 +89,34 @@ def user_submissions(user) -> tuple[list[Attestation], list[IssueReport]]:
         IssueReport.objects.filter(reporter=user).select_related(*run_related).order_by("-created_at", "-pk")
     )
     return attestations, reports
+
+
+def run_personal(user, run_pk: int) -> dict:
+    """What one visitor has of their own on a run page: their reproductions and notes not yet
+    approved (approved ones are in the public section) and their issue reports, two queries; for
+    a moderator, the run's queues, up to four more. Not staff (every contributor): no permission
+    query, since moderators reach their queues through the admin, which needs staff status."""
+    if user is None or not user.is_authenticated:
+        return {}
+    attestations = list(
+        Attestation.objects.filter(run_id=run_pk, author=user)
+        .exclude(state=AttestationState.APPROVED)
+        .order_by("-created_at", "-pk")
+    )
+    reports = list(IssueReport.objects.filter(run_id=run_pk, reporter=user).order_by("-created_at", "-pk"))
+    return {"attestations": attestations, "reports": reports, "moderation": _run_moderation(user, run_pk)}
+
+
+def _run_moderation(user, run_pk: int) -> dict | None:
+    if not user.is_staff:
+        return None
+    moderates = user.has_perm("attestations.moderate_attestation")
+    triages = user.has_perm("attestations.triage_issuereport")
+    can_rerun = user.has_perm("registry.request_rerun")
+    if not (moderates or triages or can_rerun):
+        return None
+    return {
+        "pending": Attestation.objects.pending().filter(run_id=run_pk).count() if moderates else None,
+        "open_reports": IssueReport.objects.open().filter(run_id=run_pk).count() if triages else None,
+        "can_rerun": can_rerun,
+    }

@@ -17,16 +17,32 @@ CSRF token, added no message, changed no session, are not `private`/`no-cache`/`
 vary on nothing but `Cookie` and `Accept` (the key holds the negotiated format). Served: GET and HEAD from a
 visitor without a session or messages cookie who is not authenticated. The cache sits inside
 the middleware, so security headers, CSP, request ids and the API throttle run on every hit.
+
+Everyone else (signed in, or with a session or messages cookie) gets the same stored page with its
+*personal regions* filled in for them: the parts of a page that depend on who asks are marked in
+the templates with `{% personal "NAME" ARG %}` (the header's account links, the messages, a run
+page's own submissions and moderator controls; `PERSONAL_TEMPLATES`). The tag renders the region
+for the request at hand between two HTML comments; for a signed-in request the stored anonymous
+page is read (or rendered as an anonymous request and stored, on a miss) and each marked region
+is rendered again for this visitor, so only the header, their own submissions and their controls
+are rendered per request, from the database, never from the cache: a user's own write shows on
+the next request. The read API's bodies do not depend on who asks (no serializer reads the user),
+so a signed-in API request is served and stored like an anonymous one.
 """
 
+import copy
 import hashlib
+import re
 import time
 from functools import wraps
+from importlib import import_module
 
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
 from django.core.cache import cache
 from django.db import transaction
 from django.http import HttpResponse
+from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.cache import cc_delim_re, get_conditional_response
 from django.utils.http import parse_http_date_safe
@@ -34,6 +50,7 @@ from django.utils.http import parse_http_date_safe
 GENERATION_KEY = "kernelindex:registry-generation"
 PAGE_PREFIX = "kernelindex:page"
 HIT_HEADER = "X-Page-Cache"
+SHARED_HEADER = "X-Page-Shared"  # a personalised page: was its shared part stored (hit) or not
 # A response varying on anything else (a language, an encoding) would need it in the key.
 VARY_UNDERSTOOD = {"cookie", "accept"}
 MESSAGES_COOKIE = "messages"  # django.contrib.messages' CookieStorage.cookie_name
@@ -85,14 +102,18 @@ def _timeout() -> int:
     return settings.PAGE_CACHE_SECONDS
 
 
-def request_cacheable(request, user=None) -> bool:
+def _cache_on(request) -> bool:
+    return _timeout() > 0 and request.method in ("GET", "HEAD")
+
+
+def request_cacheable(request) -> bool:
     """An anonymous GET or HEAD with nothing of its own to show: no session (so no login, no
     pending form state) and no flash messages waiting."""
-    if _timeout() <= 0 or request.method not in ("GET", "HEAD"):
+    if not _cache_on(request):
         return False
     if settings.SESSION_COOKIE_NAME in request.COOKIES or MESSAGES_COOKIE in request.COOKIES:
         return False
-    user = user if user is not None else getattr(request, "user", None)
+    user = getattr(request, "user", None)
     return not (user is not None and user.is_authenticated)
 
 
@@ -148,19 +169,25 @@ class PageSlot:
         entry = found.get(self.key)
         return entry if entry is not None and entry["generation"] == self.generation else None
 
+    def store(self, request, rendered, statuses=(200,)) -> dict | None:
+        """Store a rendered response if it may be; returns the entry stored, or None."""
+        if not response_storable(request, rendered, statuses):
+            return None
+        entry = {
+            "generation": self.generation,
+            "status": rendered.status_code,
+            "content": rendered.content,
+            "headers": list(rendered.items()),
+        }
+        cache.set(self.key, entry, _timeout())
+        return entry
+
     def store_when_rendered(self, request, response, statuses=(200,)) -> None:
         """Store the response once its body exists: now for a rendered `HttpResponse`, after
         rendering for a `TemplateResponse` or a DRF `Response`."""
 
         def store(rendered):
-            if response_storable(request, rendered, statuses):
-                entry = {
-                    "generation": self.generation,
-                    "status": rendered.status_code,
-                    "content": rendered.content,
-                    "headers": list(rendered.items()),
-                }
-                cache.set(self.key, entry, _timeout())
+            self.store(request, rendered, statuses)
             return None
 
         if getattr(response, "is_rendered", True):
@@ -169,11 +196,17 @@ class PageSlot:
             response.add_post_render_callback(store)
 
 
+def _response(entry: dict, content: bytes, *, skip=()) -> HttpResponse:
+    response = HttpResponse(content, status=entry["status"])
+    for name, value in entry["headers"]:
+        if name.lower() not in skip:
+            response[name] = value
+    return response
+
+
 def replay(request, entry: dict) -> HttpResponse:
     """The stored response, or a 304 when the client's ETag / Last-Modified still match it."""
-    response = HttpResponse(entry["content"], status=entry["status"])
-    for name, value in entry["headers"]:
-        response[name] = value
+    response = _response(entry, entry["content"])
     response[HIT_HEADER] = "hit"
     etag, modified = response.get("ETag"), response.get("Last-Modified")
     if etag or modified:
@@ -196,16 +229,83 @@ def _served(slot: PageSlot, request, render, statuses=(200,)):
     return response
 
 
+# --- everyone else: the stored page with its personal regions rendered for them ---------------
+
+# The regions of a page that depend on who asks; each is a template rendered with the request
+# (context processors: `user`, `perms`, `messages`) and `arg`, one integer or nothing.
+PERSONAL_TEMPLATES = {
+    "nav": "personal/nav.html",
+    "messages": "personal/messages.html",
+    "run": "personal/run.html",
+}
+_PERSONAL_REGION = re.compile(rb"<!--personal:([a-z]+):([0-9]*)-->.*?<!--/personal-->", re.DOTALL)
+# A personalised page's own validators would be the stored page's, which it is not.
+_NOT_PERSONALISED = {"etag", "last-modified", "content-length", HIT_HEADER.lower()}
+
+
+def personal_region(request, name: str, arg="") -> str:
+    """One personal region as this request's visitor sees it, between the markers that let a
+    stored copy of the page be personalised for someone else."""
+    html = render_to_string(PERSONAL_TEMPLATES[name], {"arg": arg}, request=request)
+    return f"<!--personal:{name}:{arg}-->{html}<!--/personal-->"
+
+
+def personalise(request, content: bytes) -> bytes:
+    """The stored page with every personal region rendered again for this request."""
+
+    def region(match):
+        return personal_region(request, match[1].decode(), match[2].decode()).encode()
+
+    return _PERSONAL_REGION.sub(region, content)
+
+
+def _as_anonymous(request):
+    """The same request from a visitor without a session: what the page cache stores. The
+    visitor's own session, messages and cookies stay with the original request."""
+    anonymous = copy.copy(request)
+    anonymous.user = AnonymousUser()
+    anonymous.META = request.META.copy()  # the CSRF middleware marks token use here
+    anonymous.COOKIES = {
+        name: value
+        for name, value in request.COOKIES.items()
+        if name not in (settings.SESSION_COOKIE_NAME, MESSAGES_COOKIE)
+    }
+    anonymous.session = import_module(settings.SESSION_ENGINE).SessionStore()
+    anonymous.__dict__.pop("_messages", None)
+    return anonymous
+
+
+def _served_personal(slot: PageSlot, request, render, statuses=(200,)):
+    """The stored page (rendered for an anonymous visitor and stored on a miss), personalised.
+    A page that may not be stored for everyone (it used the CSRF token, set a cookie) is
+    rendered for this visitor instead."""
+    entry, state = slot.lookup(), "hit"
+    if entry is None:
+        anonymous = _as_anonymous(request)
+        response = render(anonymous)
+        if not getattr(response, "is_rendered", True):
+            response.render()
+        entry, state = slot.store(anonymous, response, statuses), "miss"
+        if entry is None:
+            return render(request)
+    response = _response(entry, personalise(request, entry["content"]), skip=_NOT_PERSONALISED)
+    response[SHARED_HEADER] = state
+    return response
+
+
 def cached_page(view=None, *, statuses=(200,)):
-    """Serve a site view's stored response to anonymous visitors (see the module docstring).
-    `statuses=(200, 302)` for a view whose redirect depends on the registry (compare-best)."""
+    """Serve a site view's stored response to anonymous visitors, and personalised to everyone
+    else (see the module docstring). `statuses=(200, 302)` for a view whose redirect depends on
+    the registry (compare-best)."""
 
     def decorate(view):
         @wraps(view)
         def wrapper(request, *args, **kwargs):
-            if not request_cacheable(request):
+            if not _cache_on(request):
                 return view(request, *args, **kwargs)
             slot = PageSlot(request, variant="html")
+            if not request_cacheable(request):
+                return _served_personal(slot, request, lambda r: view(r, *args, **kwargs), statuses)
             return _served(slot, request, lambda: view(request, *args, **kwargs), statuses)
 
         return wrapper
@@ -215,16 +315,17 @@ def cached_page(view=None, *, statuses=(200,)):
 
 class CachedReadMixin:
     """For DRF read viewsets: after `initial()` (authentication, permissions, the throttle that
-    must count every request, content negotiation) the handler of an anonymous GET/HEAD is
-    wrapped to answer from the cache. The key holds the negotiated media type. The browsable
-    API is never stored (it is a form page with the visitor's CSRF token)."""
+    must count every request, content negotiation) the handler of a GET/HEAD is wrapped to
+    answer from the cache, for anonymous and signed-in callers alike: what these endpoints
+    return does not depend on who asks. The key holds the negotiated media type. The browsable
+    API is never stored (it is a form page with the visitor's CSRF token and their name)."""
 
     page_cache_versioned = True
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
         renderer = getattr(request, "accepted_renderer", None)
-        if renderer is None or renderer.format == "api" or not request_cacheable(request, request.user):
+        if renderer is None or renderer.format == "api" or not _cache_on(request):
             return
         method = request.method.lower()
         handler = getattr(self, method, None)

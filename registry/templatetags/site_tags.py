@@ -1,11 +1,19 @@
 """Formatting for the public pages: figures, percentages, evidence levels, query strings."""
 
 from django import template
+from django.utils.safestring import mark_safe
 
-from registry import charts
+from registry import cache, charts
 from registry.models import EVIDENCE_EXPLANATIONS
 
 register = template.Library()
+
+
+@register.simple_tag(takes_context=True)
+def personal(context, name, arg=""):
+    """A region of the page that depends on who asks: the header's account links, messages, a
+    run's own submissions. registry/cache.py renders it again for each signed-in visitor."""
+    return mark_safe(cache.personal_region(context.get("request"), name, arg))
 
 
 @register.filter

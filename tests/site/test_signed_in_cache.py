@@ -1,0 +1,231 @@
+"""Signed-in pages (registry/cache.py): the stored page, the same for everyone, with only the
+visitor's own regions rendered per request (the header's account links, their messages, their
+submissions on a run, a moderator's controls). Their own write shows on the next request; what
+the shared part costs does not grow with the registry; nobody sees anyone else's."""
+
+import re
+
+import pytest
+from django.contrib.auth.models import AnonymousUser
+from django.db import connection
+from django.http import HttpResponse
+from django.middleware.csrf import get_token
+from django.test import RequestFactory
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+from rest_framework.authtoken.models import Token
+
+from attestations.models import Attestation, IssueReport
+from registry import cache as page_cache
+from registry.models import BenchmarkRun
+from tests.attestations.conftest import REPRODUCTION, submit_note
+from tests.site.conftest import liger_rows
+from tests.site.test_query_counts import LARGE, SMALL, _run
+
+PAGES = {
+    "run page": lambda: _run().get_absolute_url(),
+    "kernel page": lambda: reverse("registry:kernel-detail", args=["geglu"]),
+    "compare page": lambda: reverse("registry:compare", args=[_run().pk, _run("liger").pk]),
+    "API runs": lambda: reverse("run-list") + "?kernel=geglu",
+}
+# Queries of a signed-in request once the shared part is stored: the session and the user, and on
+# the run page the visitor's own attestations and issue reports; a moderator's permissions (two)
+# and the run's two queues on top. The rest of the page comes from the cache.
+CONTRIBUTOR_QUERIES = {"run page": 4, "kernel page": 2, "compare page": 2, "API runs": 2}
+MODERATOR_RUN_PAGE_QUERIES = 8
+
+
+def without_personal_regions(content: bytes) -> bytes:
+    return re.sub(rb"<!--personal:.*?<!--/personal-->", b"", content, flags=re.DOTALL)
+
+
+@pytest.fixture
+def registry(import_rows):
+    import_rows(liger_rows(**SMALL))
+    return BenchmarkRun.objects.all()
+
+
+@pytest.mark.django_db
+class TestASignedInVisitorGetsTheStoredPagePersonalised:
+    @pytest.mark.parametrize("name", ["run page", "kernel page", "compare page"])
+    def test_the_page_is_the_anonymous_one_with_their_own_header(self, client, registry, contributor, name):
+        url = PAGES[name]()
+        anonymous = client.get(url)
+        client.force_login(contributor)
+        signed_in = client.get(url)
+        assert signed_in.status_code == 200
+        assert signed_in[page_cache.SHARED_HEADER] == "hit"
+        assert page_cache.HIT_HEADER not in signed_in
+        assert b"Account (ada)" in signed_in.content and b"Sign out" in signed_in.content
+        assert b">Sign in<" not in signed_in.content
+        assert without_personal_regions(signed_in.content) == without_personal_regions(anonymous.content)
+
+    def test_a_signed_in_miss_stores_the_anonymous_page_for_everyone(self, client, registry, contributor):
+        url = PAGES["run page"]()
+        client.force_login(contributor)
+        assert client.get(url)[page_cache.SHARED_HEADER] == "miss"
+        assert client.get(url)[page_cache.SHARED_HEADER] == "hit"
+        client.logout()
+        anonymous = client.get(url)
+        assert anonymous[page_cache.HIT_HEADER] == "hit"
+        assert b">Sign in<" in anonymous.content
+        assert b"Account (ada)" not in anonymous.content
+
+    def test_a_registry_change_shows_on_a_signed_in_page_at_once(
+        self, client, registry, contributor, import_rows
+    ):
+        url = PAGES["kernel page"]()
+        client.force_login(contributor)
+        client.get(url)
+        import_rows(liger_rows(**SMALL, kernels=("geglu",)) + liger_rows(kernels=("geglu",), xs=(4096,)))
+        response = client.get(url)
+        assert response[page_cache.SHARED_HEADER] == "miss"
+        assert b"4096" in response.content
+
+    def test_a_message_waiting_in_the_session_is_shown_once(self, client, registry, contributor):
+        client.force_login(contributor)
+        run = _run()
+        data = {"kind": "note", "text": "Timed with the forward pass included."}
+        client.post(reverse("attestations:attestation-create", args=[run.pk]), data)
+        first = client.get(run.get_absolute_url())
+        assert b"waits for a moderator" in first.content
+        assert b"waits for a moderator" not in client.get(run.get_absolute_url()).content
+
+    def test_the_api_serves_a_signed_in_caller_the_stored_bytes(self, client, registry, contributor):
+        url = PAGES["API runs"]()
+        anonymous = client.get(url)
+        token = Token.objects.create(user=contributor)
+        by_token = client.get(url, headers={"authorization": f"Token {token.key}"})
+        client.force_login(contributor)
+        by_session = client.get(url)
+        assert by_token[page_cache.HIT_HEADER] == by_session[page_cache.HIT_HEADER] == "hit"
+        assert by_token.content == by_session.content == anonymous.content
+
+    def test_a_page_that_uses_the_csrf_token_is_rendered_for_the_visitor_and_not_stored(self, contributor):
+        calls = []
+
+        def view(request):
+            calls.append(request.user)
+            return HttpResponse(f"token {get_token(request)} for {request.user}")
+
+        request = RequestFactory().get("/somewhere/")
+        request.user, request.session = contributor, {}
+        response = page_cache.cached_page(view)(request)
+        assert response.content.endswith(b"for ada")
+        assert page_cache.SHARED_HEADER not in response
+        assert isinstance(calls[0], AnonymousUser) and calls[1] == contributor
+        anonymous = RequestFactory().get("/somewhere/")
+        anonymous.user = AnonymousUser()
+        assert page_cache.cached_page(view)(anonymous)[page_cache.HIT_HEADER] == "miss"
+
+
+@pytest.mark.django_db
+class TestTheirOwnSubmissionsShowAtOnce:
+    def test_a_reproduction_they_file_is_on_the_run_page_on_the_next_request(
+        self, client, registry, contributor
+    ):
+        run = _run()
+        client.force_login(contributor)
+        client.get(run.get_absolute_url())  # the shared part is stored before the write
+        data = {**REPRODUCTION, "kind": "reproduction"}
+        response = client.post(reverse("attestations:attestation-create", args=[run.pk]), data)
+        assert response.status_code == 302
+        attestation = Attestation.objects.get(author=contributor)
+        page = client.get(run.get_absolute_url())
+        assert page[page_cache.SHARED_HEADER] == "hit"
+        assert f'id="own-attestation-{attestation.pk}"'.encode() in page.content
+        assert b"Pending moderation" in page.content
+
+    def test_an_issue_report_they_file_is_on_the_run_page_on_the_next_request(
+        self, client, registry, contributor
+    ):
+        run = _run()
+        client.force_login(contributor)
+        client.get(run.get_absolute_url())
+        data = {"category": "wrong_environment", "description": "The driver version is not recorded."}
+        assert client.post(reverse("attestations:report-create", args=[run.pk]), data).status_code == 302
+        report = IssueReport.objects.get(reporter=contributor)
+        assert f'id="own-report-{report.pk}"'.encode() in client.get(run.get_absolute_url()).content
+
+    def test_nobody_else_sees_a_pending_note(self, client, registry, contributor, other_contributor):
+        run = _run()
+        note = submit_note(run, contributor, text="Only the author may read this yet.")
+        marker = f"own-attestation-{note.pk}".encode()
+        client.force_login(contributor)
+        assert marker in client.get(run.get_absolute_url()).content
+        client.force_login(other_contributor)
+        page = client.get(run.get_absolute_url())
+        assert marker not in page.content and b"Only the author" not in page.content
+        client.logout()
+        assert marker not in client.get(run.get_absolute_url()).content
+
+
+@pytest.mark.django_db
+class TestModeratorControls:
+    def test_a_moderator_sees_the_runs_queues_and_a_contributor_does_not(
+        self, client, registry, contributor, moderator
+    ):
+        run = _run()
+        submit_note(run, contributor)
+        client.force_login(contributor)
+        assert b'class="moderation"' not in client.get(run.get_absolute_url()).content
+        client.force_login(moderator)
+        page = client.get(run.get_absolute_url())
+        assert page[page_cache.SHARED_HEADER] == "hit"
+        assert b'class="moderation"' in page.content
+        assert b"1 pending reproduction or note" in page.content
+        assert b"0 open issue reports" in page.content
+        assert b"Request a rerun (admin)" in page.content
+        client.logout()
+        assert b'class="moderation"' not in client.get(run.get_absolute_url()).content
+
+    def test_the_controls_open_the_admin_on_this_run(self, client, registry, contributor, moderator):
+        run, other = _run(), _run("liger")
+        mine = submit_note(run, contributor)
+        submit_note(other, contributor)
+        client.force_login(moderator)
+        page = client.get(run.get_absolute_url()).content.decode()
+        links = re.findall(r'<aside class="moderation".*?</aside>', page, flags=re.DOTALL)[0]
+        queue = re.search(r'href="([^"]*attestation/\?run__id__exact=\d+)"', links)[1].replace("&amp;", "&")
+        response = client.get(queue)
+        assert response.status_code == 200
+        assert list(response.context["cl"].result_list) == [mine]
+        for href in re.findall(r'href="([^"]+)"', links):
+            assert client.get(href.replace("&amp;", "&")).status_code == 200
+
+
+def _queries(client, url) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        assert client.get(url).status_code == 200
+    return len(queries)
+
+
+@pytest.mark.django_db
+class TestSignedInQueryCountsStayConstant:
+    @pytest.mark.parametrize("name", list(PAGES))
+    def test_a_contributor_page_takes_the_same_queries_at_4_and_216_runs(
+        self, client, import_rows, contributor, name
+    ):
+        import_rows(liger_rows(**SMALL))
+        client.force_login(contributor)
+        submit_note(_run(), contributor)
+        url = PAGES[name]()
+        miss_small = _queries(client, url)
+        assert _queries(client, url) == CONTRIBUTOR_QUERIES[name]
+        import_rows(liger_rows(**LARGE))
+        assert BenchmarkRun.objects.count() == 216
+        url = PAGES[name]()
+        assert _queries(client, url) == miss_small
+        assert _queries(client, url) == CONTRIBUTOR_QUERIES[name]
+
+    def test_a_moderator_run_page_takes_the_same_queries_at_4_and_216_runs(
+        self, client, import_rows, contributor, moderator
+    ):
+        import_rows(liger_rows(**SMALL))
+        submit_note(_run(), contributor)
+        client.force_login(moderator)
+        client.get(_run().get_absolute_url())
+        assert _queries(client, _run().get_absolute_url()) == MODERATOR_RUN_PAGE_QUERIES
+        import_rows(liger_rows(**LARGE))
+        client.get(_run().get_absolute_url())
+        assert _queries(client, _run().get_absolute_url()) == MODERATOR_RUN_PAGE_QUERIES
