@@ -25,8 +25,9 @@ class Command(BaseCommand):
         out(f"Runs with a percentage: {report['runs_with_percent']} of {report['runs']}")
         out(f"Implausible runs: {len(report['implausible'])}")
         for external_id, median, unit, percent in report["implausible"]:
-            shown = "—" if percent is None else f"{percent:.0f}%"
-            out(f"  {external_id}: {median:g} {unit} ({shown} of the speed of light)")
+            shown = "no finite percentage" if percent is None else f"{percent:.0f}%"
+            of = "of its memory floor" if "-memory/" in external_id else "of the speed of light"
+            out(f"  {external_id}: {median:g} {unit} ({shown} {of})")
         out("Percentage of the speed of light, latency runs, per GPU (count: median [p5–p95]):")
         for gpu, figures in report["per_gpu"].items():
             parts = [
