@@ -33,7 +33,9 @@ def rerun_record_result(*, job_id: int, lease: str, result: dict) -> RerunJob | 
     `inconclusive` or `disagrees` verdict (the job `diverged`) or a result from a stale attempt
     leaves every level as it was. Returns None when the job was not this attempt's."""
     job = (
-        RerunJob.objects.select_for_update()
+        # of=self: a ceilings job has no kernel or workload, so those joins are outer ones, which
+        # PostgreSQL cannot lock; the job's row is the one that needs it.
+        RerunJob.objects.select_for_update(of=("self",))
         .select_related("kernel", "workload")
         .filter(pk=job_id, state=JobState.RUNNING, lease=lease)
         .first()
