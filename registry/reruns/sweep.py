@@ -14,6 +14,7 @@ import sys
 import time
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
@@ -36,6 +37,10 @@ MULTICAST_OFF = {
 }
 FINISH_GRACE_S = 30  # after the deadline, how long running jobs may take to finish
 MAX_MEASURE_ATTEMPTS = 2  # a target whose measure job failed twice is reported, not tried again
+# A job started this long ago with no result recorded (a recorder that keeps failing on it) is
+# reported and given up, so it cannot hold a place in the window for the rest of the sweep. The
+# slowest job of the shipped sweeps took 35 s, a cold worker's first one included.
+STUCK_AFTER_S = 300
 
 
 @dataclass(frozen=True)
@@ -284,9 +289,16 @@ def _send_rerun(run: BenchmarkRun, in_flight, log) -> None:
 
 
 def _collect(in_flight, pending, to_rerun, attempts, figures: Progress, reruns: bool) -> None:
-    finished = RerunJob.objects.filter(pk__in=list(in_flight), state__in=FINISHED).select_related(
-        "result_run"
+    jobs = RerunJob.objects.filter(pk__in=list(in_flight))
+    stuck = jobs.exclude(state__in=FINISHED).filter(
+        started_at__lt=timezone.now() - timedelta(seconds=STUCK_AFTER_S)
     )
+    for job_id, error in stuck.values_list("pk", "error"):
+        target = in_flight.pop(job_id)
+        figures.failed.append(
+            f"job {job_id} ({target or 'rerun'}): no result recorded {STUCK_AFTER_S} s after it started {error}"
+        )
+    finished = jobs.filter(state__in=FINISHED).select_related("result_run")
     for job in finished:
         target = in_flight.pop(job.pk)
         if job.kind == JobKind.RERUN:

@@ -14,6 +14,7 @@ The work timed is upstream's: the callable that liger-kernel's benchmark code ha
   or when `budget_s` of sampling has passed, whichever comes first (the result says which).
 """
 
+import math
 import time
 
 # NVML's clock-event (throttle) reasons, by bit. "Throttled" = any that slows the clocks down.
@@ -66,13 +67,16 @@ def sample(torch, fn, *, grad_to_none, settings: dict, device: str, precision_of
                 stop = "precision"
                 break
         if time.perf_counter() >= deadline or len(samples) >= settings["max_samples"]:
+            precision = precision_of(samples)  # what it reached, even short of min_samples
             break
     finished = time.perf_counter()
     return {
         "protocol": CUDA_PROTOCOL if cuda else CPU_PROTOCOL,
         "samples": samples,
         "stop": stop,
-        "precision": precision,
+        # None while the samples give no finite interval (a slow op that met its budget with a
+        # handful of calls): JSON has no infinity, and the job's result must stay valid JSON.
+        "precision": precision if math.isfinite(precision) else None,
         "target_precision": settings["precision"],
         "confidence": settings["confidence"],
         "warmup_calls": warmup_calls,

@@ -1,0 +1,36 @@
+"""KernelIndex's timing loop on the CPU (harness/timing.py): what it reports when the time budget
+ends the sampling before any interval of the median exists."""
+
+import json
+import time
+
+import torch
+from django.conf import settings
+
+from registry.reruns.harness import stats, timing
+
+
+def sampled(fn, **overrides):
+    return timing.sample(
+        torch,
+        fn,
+        grad_to_none=None,
+        settings={**settings.CONTROLLED_TIMING, "warmup_ms": 0, "warmup_calls": 1, **overrides},
+        device="cpu",
+        precision_of=lambda samples: stats.relative_precision(samples, 0.99),
+    )
+
+
+def test_a_slow_op_that_meets_its_budget_with_a_handful_of_calls_reports_no_precision_as_valid_json():
+    # Five calls of 20 ms and a 10 ms budget: no 99% interval of the median exists from 5 samples.
+    result = sampled(lambda: time.sleep(0.02), budget_s=0.01, check_every=5)
+
+    assert (len(result["samples"]), result["stop"], result["precision"]) == (5, "budget", None)
+    json.dumps(result, allow_nan=False)  # the worker's result, as the recorder stores it
+
+
+def test_a_budget_stop_past_the_minimum_reports_the_precision_it_reached():
+    result = sampled(lambda: time.sleep(0.001), budget_s=0.05, check_every=40, precision=1e-9)
+
+    assert result["stop"] == "budget" and len(result["samples"]) >= 40
+    assert result["precision"] == stats.relative_precision(result["samples"], 0.99) > 0
