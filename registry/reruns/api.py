@@ -16,7 +16,8 @@ from registry.serializers import JobEvidenceFields
 
 class JobSerializer(JobEvidenceFields, serializers.ModelSerializer):
     kernel = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    workload = serializers.CharField(source="workload.summary", read_only=True)
+    # null for a ceilings job, which measures the GPU model rather than a workload
+    workload = serializers.CharField(source="workload.summary", read_only=True, allow_null=True)
     url = serializers.CharField(source="get_absolute_url", read_only=True)
     agreement_pct = serializers.FloatField(read_only=True, allow_null=True)
 

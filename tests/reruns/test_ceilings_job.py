@@ -75,3 +75,19 @@ class TestMeasureCeilingsCommand:
         with pytest.raises(CommandError, match="not nvidia-h200|No CUDA device"):
             call_command("measure_ceilings", "--gpu", "nvidia-h200", "--out", str(tmp_path), "--samples", "3")
         assert not list(tmp_path.iterdir())
+
+
+class TestCeilingsJobPages:
+    def test_a_ceilings_job_has_a_page_and_an_api_entry_without_a_kernel(
+        self, client, django_capture_on_commit_callbacks
+    ):
+        from django.urls import reverse
+
+        with django_capture_on_commit_callbacks(execute=False):
+            job = ceilings_request(gpu_slug="nvidia-h200")
+        page = client.get(reverse("jobs:detail", args=[job.pk]))
+        assert page.status_code == 200
+        assert "device-to-device copy" in page.content.decode()
+        assert client.get(reverse("jobs:list")).status_code == 200
+        body = client.get(reverse("job-detail", args=[job.pk])).json()
+        assert (body["kind"], body["kernel"], body["workload"]) == ("ceilings", None, None)
