@@ -177,3 +177,23 @@ class TestKernelPageCharts:
         assert round(point.median, 1) == 78.8
         assert point.p20 <= point.median <= point.p80
         assert 'name="chart" value="sol"' in by_sol.content.decode()  # the filters keep the toggle
+
+
+class TestShippedH200Ceilings:
+    def test_the_h200_runs_show_the_datasheet_and_the_measured_percentage(self, client, db):
+        from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_load
+        from registry.reruns.services.ceilings import measured_ceilings_load
+
+        controlled_runs_load(path=BUNDLED_CONTROLLED_DIR)
+        assert measured_ceilings_load() == 1
+        ceiling = MeasuredCeiling.objects.get(gpu_slug="nvidia-h200")
+        assert 0 < ceiling.memory_bandwidth < 4800 and 0 < ceiling.bf16_tflops < 989.5
+        counted = BenchmarkRun.objects.filter(environment__slug="nvidia-h200", metric="latency").exclude(
+            sol_percent=None
+        )
+        assert counted.count() > 100
+        assert not counted.filter(sol_percent_measured=None).exists()
+        run = counted.filter(kernel__slug="geglu", operation_mode="backward").first()
+        page = client.get(run.get_absolute_url()).content.decode()
+        assert 'data-figure="sol-percent-datasheet"' in page
+        assert 'data-figure="sol-percent-measured"' in page

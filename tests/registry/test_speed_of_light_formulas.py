@@ -10,11 +10,11 @@ from registry.speed_of_light import BACKWARD_IN_FORWARD, WORK, count
 
 BF16, FP32 = 2, 4
 # Reference workload: x [8, 8192, 4096], w_gate and w_up [11008, 4096], w_down [4096, 11008].
-N, H, I = 8 * 8192, 4096, 11008
+N, H, INTER = 8 * 8192, 4096, 11008
 # GeGLU backward: read x, the three weights and dy; write dx and the three weights' gradients.
-GEGLU_BACKWARD_BYTES = (N * H + 3 * H * I + N * H + N * H + 3 * H * I) * BF16
+GEGLU_BACKWARD_BYTES = (N * H + 3 * H * INTER + N * H + N * H + 3 * H * INTER) * BF16
 # Forward: three GEMMs of 2·N·H·I; backward: each GEMM's input gradient and weight gradient.
-GEGLU_BACKWARD_FLOPS = 3 * 2 * (2 * N * H * I)
+GEGLU_BACKWARD_FLOPS = 3 * 2 * (2 * N * H * INTER)
 TILED = {"bsz": 2, "T": 1024, "hidden_size": 2048, "intermediate_size": 4096}
 TN, TH, TI = 2 * 1024, 2048, 4096
 V = 128256
@@ -23,7 +23,7 @@ CASES = [
     # kernel, parameters, dtype, pass, bytes, FLOPs
     (
         "geglu",
-        {"bsz": 8, "T": 8192, "hidden_size": H, "intermediate_size": I},
+        {"bsz": 8, "T": 8192, "hidden_size": H, "intermediate_size": INTER},
         "bf16",
         "backward",
         GEGLU_BACKWARD_BYTES,
@@ -313,7 +313,7 @@ class TestEachKernelAgainstAHandCount:
 
     def test_the_reference_geglu_backward_is_35_46_teraflop(self):
         counted = count(
-            "geglu", {"bsz": 8, "T": 8192, "hidden_size": H, "intermediate_size": I}, "bf16", "backward"
+            "geglu", {"bsz": 8, "T": 8192, "hidden_size": H, "intermediate_size": INTER}, "bf16", "backward"
         )
         assert counted["flops"] == 35_459_249_995_776
         assert counted["bytes"] == 2_151_677_952
