@@ -20,6 +20,7 @@ def main(folder: Path) -> None:
     verdicts, legacy, stops = Counter(), Counter(), Counter()
     kernels, differences, samples, seconds = set(), [], [], []
     runs = other_card = 0
+    by_card = {True: [], False: [], None: []}
     for path in sorted(folder.glob("*.json")):
         for entry in json.loads(path.read_text())["runs"]:
             run, jobs = entry["run"], entry["jobs"]
@@ -47,6 +48,7 @@ def main(folder: Path) -> None:
                     continue
                 verdicts[(run["metric"], job["verdict"])] += 1
                 other_card += sampling.get("same_gpu") is False
+                by_card[sampling.get("same_gpu")].append(job["verdict"] == "agrees")
                 if run["metric"] == "latency":
                     differences.append((abs(job["deviation"]), run["median"]))
     total = sum(verdicts.values())
@@ -55,6 +57,9 @@ def main(folder: Path) -> None:
     print(
         f"reruns with a verdict: {total} ({other_card} on the other card); agree: {agree} ({agree / total:.0%})"
     )
+    for same, label in ((False, "another card"), (True, "the same card")):
+        if by_card[same]:
+            print(f"  on {label}: {sum(by_card[same])} of {len(by_card[same])} agree")
     for key, count in sorted(verdicts.items()):
         print(f"  {key[0]:8} {key[1]:13} {count}")
     for label, keep in (("1 ms or more", lambda m: m >= 1), ("under 1 ms", lambda m: m < 1)):
