@@ -1,8 +1,18 @@
 """Reading attestations for pages and the API, with a constant number of queries."""
 
 from dataclasses import dataclass
+from datetime import datetime
 
-from attestations.models import Attestation, AttestationState, IssueReport
+from django.db.models import F, Value
+
+from attestations.models import (
+    Attestation,
+    AttestationKind,
+    AttestationState,
+    IssueReport,
+    IssueReportCategory,
+    IssueReportState,
+)
 from registry.models import BenchmarkRun
 
 
@@ -91,20 +101,67 @@ def user_submissions(user) -> tuple[list[Attestation], list[IssueReport]]:
     return attestations, reports
 
 
+@dataclass(frozen=True)
+class OwnSubmission:
+    """One of the visitor's own attestations or issue reports, as their run page lists it."""
+
+    anchor: str
+    title: str
+    state: str
+    state_label: str
+    created_at: datetime
+    url: str
+
+
 def run_personal(user, run_pk: int) -> dict:
     """What one visitor has of their own on a run page: their reproductions and notes not yet
-    approved (approved ones are in the public section) and their issue reports, two queries; for
-    a moderator, the run's queues, up to four more. Not staff (every contributor): no permission
-    query, since moderators reach their queues through the admin, which needs staff status."""
+    approved (approved ones are in the public section) and their issue reports, in one query; for
+    a moderator, the run's queues. Not staff (every contributor): no permission query, since
+    moderators reach their queues through the admin, which needs staff status."""
     if user is None or not user.is_authenticated:
         return {}
-    attestations = list(
+    return {"submissions": _own_submissions(user, run_pk), "moderation": _run_moderation(user, run_pk)}
+
+
+def _own_submissions(user, run_pk: int) -> list[OwnSubmission]:
+    columns = ("what", "pk", "label", "state", "created_at")
+    attestations = (
         Attestation.objects.filter(run_id=run_pk, author=user)
         .exclude(state=AttestationState.APPROVED)
-        .order_by("-created_at", "-pk")
+        .annotate(what=Value("attestation"), label=F("kind"))
+        .values_list(*columns)
+        .order_by()
     )
-    reports = list(IssueReport.objects.filter(run_id=run_pk, reporter=user).order_by("-created_at", "-pk"))
-    return {"attestations": attestations, "reports": reports, "moderation": _run_moderation(user, run_pk)}
+    reports = (
+        IssueReport.objects.filter(run_id=run_pk, reporter=user)
+        .annotate(what=Value("report"), label=F("category"))
+        .values_list(*columns)
+        .order_by()
+    )
+    rows = attestations.union(reports, all=True).order_by("-created_at", "-pk")
+    return [_own_submission(*row) for row in rows]
+
+
+def _own_submission(what, pk, label, state, created_at) -> OwnSubmission:
+    if what == "attestation":
+        title = f"{AttestationKind(label).label} #{pk}"
+        return OwnSubmission(
+            f"own-attestation-{pk}",
+            title,
+            state,
+            AttestationState(state).label,
+            created_at,
+            Attestation(pk=pk).get_absolute_url(),
+        )
+    title = f"Issue report #{pk} ({IssueReportCategory(label).label.lower()})"
+    return OwnSubmission(
+        f"own-report-{pk}",
+        title,
+        state,
+        IssueReportState(state).label,
+        created_at,
+        IssueReport(pk=pk).get_absolute_url(),
+    )
 
 
 def _run_moderation(user, run_pk: int) -> dict | None:
