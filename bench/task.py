@@ -143,10 +143,72 @@ def cmd_import(path: str, repeat: str = "2") -> dict:
     return {"imports": timings, "runs": BenchmarkRun.objects.count()}
 
 
+# Where an import's own time goes, by the file each function lives in (first match wins).
+PROFILE_AREAS = (
+    ("database driver and server (psycopg: SQL, COPY, waiting on PostgreSQL)", ("psycopg",)),
+    ("Django ORM and transactions", ("django/db", "django/utils", "django/apps")),
+    ("canonical JSON and digests", ("registry/digests.py", "json/", "hashlib", "rfc8785")),
+    ("CSV parser and specs", ("registry/importers",)),
+    (
+        "changes judged after the import",
+        ("registry/changes.py", "registry/services/changes.py", "registry/series.py"),
+    ),
+    ("import service (decide, rank, rows)", ("registry/services", "registry/ranks.py", "registry/models.py")),
+)
+
+
+def cmd_import_profile(path: str) -> dict:
+    """One first import under cProfile: own time summed by area, and the top functions."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    started = time.perf_counter()
+    profiler.runcall(liger_import, path=path)
+    seconds = time.perf_counter() - started
+    stats = pstats.Stats(profiler).stats
+    by_area: dict[str, float] = {}
+    for (filename, _, _), (_, _, own, _, _) in stats.items():
+        area = next((name for name, parts in PROFILE_AREAS if any(p in filename for p in parts)), "other")
+        by_area[area] = by_area.get(area, 0.0) + own
+    top = sorted(stats.items(), key=lambda item: item[1][2], reverse=True)[:25]
+    return {
+        "seconds": seconds,
+        "by_area": dict(sorted(by_area.items(), key=lambda item: -item[1])),
+        "top": [
+            {"function": f"{Path(f).name}:{line} {name}", "own_s": own, "cumulative_s": cum, "calls": calls}
+            for (f, line, name), (_, calls, own, cum, _) in top
+        ],
+    }
+
+
 def cmd_write_csv(path: str, n: str) -> dict:
     started = time.perf_counter()
     generate.write_csv(path, int(n))
     return {"seconds": time.perf_counter() - started, "bytes": Path(path).stat().st_size}
+
+
+def cmd_session(username: str, role: str = "contributor") -> dict:
+    """A signed-in visitor for the load generator: the user (a moderator with `role=moderator`)
+    and a session as logging in makes one, returned as the cookie to send."""
+    from importlib import import_module
+
+    from django.conf import settings
+    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
+
+    from attestations.services import moderator_add
+
+    user, _ = get_user_model().objects.get_or_create(
+        username=username, defaults={"email": f"{username}@example.org"}
+    )
+    if role == "moderator":
+        moderator_add(user=user)
+    session = import_module(settings.SESSION_ENGINE).SessionStore()
+    session[SESSION_KEY] = str(user.pk)
+    session[BACKEND_SESSION_KEY] = settings.AUTHENTICATION_BACKENDS[0]
+    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    session.create()
+    return {"cookie": f"{settings.SESSION_COOKIE_NAME}={session.session_key}"}
 
 
 def cmd_reruns(n: str) -> dict:
@@ -164,6 +226,8 @@ COMMANDS = {
     "import": cmd_import,
     "write-csv": cmd_write_csv,
     "reruns": cmd_reruns,
+    "session": cmd_session,
+    "import-profile": cmd_import_profile,
 }
 
 if __name__ == "__main__":

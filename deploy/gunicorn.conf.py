@@ -14,8 +14,11 @@ workers = int(os.environ.get("GUNICORN_WORKERS", 2 * multiprocessing.cpu_count()
 threads = int(os.environ.get("GUNICORN_THREADS", 1))
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", 60))
 graceful_timeout = 30
-max_requests = 2000  # recycle workers now and then; jitter keeps them from restarting together
-max_requests_jitter = 200
+# Recycle a worker after about 100,000 requests (jitter: not all at once), a guard against slow
+# memory growth. 2,000 restarted each worker every few seconds under load: p99 of a cached page
+# 1.3 s against 35 ms (docs/deploy.md, "Worker restarts"; bench/signed_in.py --restarts).
+max_requests = 100000
+max_requests_jitter = 10000
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
 accesslog = "-"
 # One JSON object a line, like the application's logs; the request id is the one Django returned.
