@@ -166,8 +166,17 @@ class RunReproductionCreate(generics.GenericAPIView):
     )
     def post(self, request, run_pk):
         run = get_object_or_404(BenchmarkRun.objects.public(), pk=run_pk)
-        upload = request._request.FILES.get("file") if request.content_type.startswith("multipart/") else None
-        content = upload.read() if upload else request._request.body
+        if request.content_type.startswith("multipart/"):
+            upload = request._request.FILES.get("file")  # reading the form consumes the body
+            if upload is None:
+                raise serializers.ValidationError(
+                    {
+                        "file": "No result file: send it as the body (application/json) or as a multipart field named file."
+                    }
+                )
+            content = upload.read()
+        else:
+            content = request._request.body
         limited = _limited_response(request)
         if limited:
             return limited

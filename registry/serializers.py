@@ -6,7 +6,7 @@ from rest_framework import serializers
 
 from registry import rank_status
 from registry.evidence import JobEvidence, run_evidence_of
-from registry.models import BenchmarkRun, Environment, Implementation, Kernel, Source, SourceImport
+from registry.models import BenchmarkRun, Environment, Implementation, Kernel, Metric, Source, SourceImport
 from registry.rank_status import IntervalBasis, RankStatus
 
 
@@ -99,7 +99,7 @@ class SpeedOfLightSerializer(serializers.Serializer):
 
     countable = serializers.BooleanField(help_text="Whether the kernel's work is counted for this pass.")
     reason = serializers.CharField(required=False, help_text="Why there is no percentage.")
-    metric = serializers.ChoiceField(choices=["latency", "memory"], required=False)
+    metric = serializers.ChoiceField(choices=Metric.choices, required=False)
     dtype = serializers.CharField(required=False)
     bytes = serializers.IntegerField(required=False, help_text="Least bytes the pass must move.")
     flops = serializers.IntegerField(required=False, help_text="FLOPs the pass must do.")
@@ -110,6 +110,11 @@ class SpeedOfLightSerializer(serializers.Serializer):
     floor_mib = serializers.FloatField(required=False, help_text="A memory run's floor, MiB.")
     percent = serializers.FloatField(required=False, help_text="A memory run's floor / peak × 100.")
     ceilings = SpeedOfLightCeilingSerializer(many=True, required=False)
+
+    def to_representation(self, instance):
+        # null until computed: a run written before its speed of light was (load_bundled_data
+        # and every import compute it).
+        return super().to_representation(instance) if instance else None
 
 
 class RunListSerializer(serializers.ListSerializer):
@@ -134,7 +139,7 @@ class RunSerializer(serializers.ModelSerializer):
     manifest_url = serializers.SerializerMethodField()
     measurement = serializers.SerializerMethodField()
     reruns = serializers.SerializerMethodField()
-    speed_of_light = SpeedOfLightSerializer(read_only=True)
+    speed_of_light = SpeedOfLightSerializer(read_only=True, allow_null=True)
     sol_percent = serializers.FloatField(
         read_only=True,
         allow_null=True,

@@ -117,6 +117,13 @@ ROWS = [
     Row('admin/registry/rerunjob/<path:object_id>/delete/', path='admin/registry/rerunjob/{registry.rerunjob}/delete/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
     Row('admin/registry/rerunjob/<path:object_id>/change/', path='admin/registry/rerunjob/{registry.rerunjob}/change/', GET="302 302 302 200 302 302", POST="302 302 302 403 302 302"),
     Row('admin/registry/rerunjob/<path:object_id>/', path='admin/registry/rerunjob/{registry.rerunjob}/', GET="302 302 302 302 302 302", POST="302 302 302 302 302 302"),
+    # Measured ceilings: superusers only, read-only (a ceilings job writes them, never the admin).
+    Row('admin/registry/measuredceiling/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/registry/measuredceiling/add/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/registry/measuredceiling/<path:object_id>/history/', path='admin/registry/measuredceiling/{registry.measuredceiling}/history/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/registry/measuredceiling/<path:object_id>/delete/', path='admin/registry/measuredceiling/{registry.measuredceiling}/delete/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/registry/measuredceiling/<path:object_id>/change/', path='admin/registry/measuredceiling/{registry.measuredceiling}/change/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/registry/measuredceiling/<path:object_id>/', path='admin/registry/measuredceiling/{registry.measuredceiling}/', GET="302 302 302 302 302 302", POST="302 302 302 302 302 302"),
     Row('admin/registry/source/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
     Row('admin/registry/source/add/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
     Row('admin/registry/source/<path:object_id>/history/', path='admin/registry/source/{registry.source}/history/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
@@ -253,6 +260,12 @@ ROWS = [
     Row('api/v1/manifests/(?P<digest>sha256:[0-9a-f]{64})\\.(?P<format>[a-z0-9]+)/?$', path='api/v1/manifests/{digest}.json', GET="200 200 200 200 200 403", POST="403 405 405 405 405 403", PUT="403 405 405 405 405 403", PATCH="403 405 405 405 405 403", DELETE="403 405 405 405 405 403"),
     Row('api/v1/', GET="200 200 200 200 200 403", POST="403 405 405 405 405 403", PUT="403 405 405 405 405 403", PATCH="403 405 405 405 405 403", DELETE="403 405 405 405 405 403"),
     Row('api/v1/<drf_format_suffix:format>', path='api/v1/.json', GET="200 200 200 200 200 403", POST="403 405 405 405 405 403", PUT="403 405 405 405 405 403", PATCH="403 405 405 405 405 403", DELETE="403 405 405 405 405 403"),
+    # The reproduction kit: its spec of a run is public; a result file is filed by a signed-in
+    # contributor (an empty POST is a 400 naming the missing file; anyone else is refused first).
+    Row('api/v1/runs/<int:pk>/spec/', path='api/v1/runs/{run}/spec/', GET="200 200 200 200 200 403", POST="405 405 405 405 405 403", PUT="405 405 405 405 405 403", PATCH="405 405 405 405 405 403", DELETE="405 405 405 405 405 403"),
+    Row('api/v1/runs/<int:run_pk>/reproductions/', path='api/v1/runs/{run}/reproductions/', GET="403 405 405 405 405 403", POST="403 400 400 400 400 403", PUT="403 405 405 405 405 403", PATCH="403 405 405 405 405 403", DELETE="403 405 405 405 405 403"),
+    Row('kit/', GET="302 302 302 302 302 302", POST="405 405 405 405 405 405"),
+    Row('kit/<str:filename>', path='kit/kernelindex-kit-0.tar.gz', GET="404 404 404 404 404 404", POST="405 405 405 405 405 405"),
     Row('api/v1/runs/<int:run_pk>/attestations/', path='api/v1/runs/{run}/attestations/', GET="200 200 200 200 200 403", POST="405 405 405 405 405 403", PUT="405 405 405 405 405 403", PATCH="405 405 405 405 405 403", DELETE="405 405 405 405 405 403"),
     Row('api/v1/attestations/', GET="403 200 200 200 200 403", POST="403 400 400 400 400 403", PUT="403 405 405 405 405 403", PATCH="403 405 405 405 405 403", DELETE="403 405 405 405 405 403"),
     # The owner's pending reproduction: its author and the moderators only.

@@ -20,11 +20,12 @@ from allauth.socialaccount.models import SocialAccount, SocialApp, SocialToken
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.test import Client
+from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from attestations import services as attestation_services
 from attestations.models import IssueReport
-from registry.models import BenchmarkRun, RerunJob, SourceSync
+from registry.models import BenchmarkRun, MeasuredCeiling, RerunJob, SourceSync
 from registry.reruns.services import rerun_request
 from registry.services import liger_import
 from tests.attestations.conftest import (  # noqa: F401 (autouse fixtures, shared with the attestations tests)
@@ -107,6 +108,13 @@ def build_world(tmp_path) -> World:
     account = SocialAccount.objects.create(user=users["owner"], provider="github", uid="1")
     SocialToken.objects.create(app=app, account=account, token="t")
     SourceSync.objects.create(status=SourceSync.Status.FAILED, error="matrix")
+    MeasuredCeiling.objects.create(
+        gpu_slug="nvidia-h200",
+        measured_at=timezone.now(),
+        memory_bandwidth=4182.0,
+        bf16_tflops=710.0,
+        document={"format": "kernelindex-ceilings/v1"},
+    )
     get_user_model().objects.filter(pk=users["revoked"].pk).update(is_active=False)
     users["revoked"].refresh_from_db()
     return World(

@@ -12,7 +12,7 @@ from django.db import transaction
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from attestations.models import AuditEntry
-from registry.models import BenchmarkRun, SourceImport, SourceSync
+from registry.models import BenchmarkRun, MeasuredCeiling, SourceImport, SourceSync
 from tests.security.conftest import ROLES
 
 API_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
@@ -97,6 +97,7 @@ def path_values(world) -> dict:
         "registry.rerunjob": world.job.pk,
         "registry.source": run.source_id,
         "registry.sourcesync": SourceSync.objects.get().pk,
+        "registry.measuredceiling": MeasuredCeiling.objects.get().pk,
         "registry.sourceimport": SourceImport.objects.first().pk,
         "registry.kernel": run.kernel_id,
         "registry.implementation": run.implementation_id,
