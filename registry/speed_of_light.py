@@ -471,12 +471,36 @@ def columns(sol: dict) -> dict:
     }
 
 
-@transaction.atomic
-def speed_of_light_fill(*, runs) -> int:
-    """Compute and store the verdict of `runs` (bulk writes); returns how many changed."""
+def measured_ceilings() -> dict:
+    """The latest measured ceilings of each GPU model, by its slug (one query)."""
     measured = {}
     for ceiling in MeasuredCeiling.objects.order_by("gpu_slug", "-measured_at"):
         measured.setdefault(ceiling.gpu_slug, ceiling)
+    return measured
+
+
+def sol_fields(
+    *, kernel: str, workload, operation_mode: str, metric: str, median: float, gpu_slug: str, measured
+) -> dict:
+    """The run's SOL_FIELDS, by attribute name: the verdict and the columns taken from it.
+    `measured` is measured_ceilings()."""
+    sol = verdict(
+        kernel=kernel,
+        workload=workload,
+        operation_mode=operation_mode,
+        metric=metric,
+        median=median,
+        gpu_slug=gpu_slug,
+        measured=measured.get(gpu_slug),
+    )
+    return {"speed_of_light": sol, **columns(sol)}
+
+
+@transaction.atomic
+def speed_of_light_fill(*, runs) -> int:
+    """Compute and store the verdict of `runs` (one UPDATE per changed run); returns how many
+    changed. New runs of an import get theirs as they are built (imports._runs_build)."""
+    measured = measured_ceilings()
     changed = []
     rows = runs.select_related("kernel", "workload", "environment").only(
         "kernel__slug",
@@ -492,16 +516,15 @@ def speed_of_light_fill(*, runs) -> int:
         "implausible",
     )
     for run in rows.iterator(chunk_size=2000):
-        sol = verdict(
+        fields = sol_fields(
             kernel=run.kernel.slug,
             workload=run.workload,
             operation_mode=run.operation_mode,
             metric=run.metric,
             median=run.median,
             gpu_slug=run.environment.slug,
-            measured=measured.get(run.environment.slug),
+            measured=measured,
         )
-        fields = {"speed_of_light": sol, **columns(sol)}
         if any(getattr(run, k) != v for k, v in fields.items()):
             for k, v in fields.items():
                 setattr(run, k, v)

@@ -27,7 +27,7 @@ from registry.models import (
 from registry.ranks import competition_ranks
 from registry.services.changes import changes_detect
 from registry.services.run_keys import run_keys_fill
-from registry.speed_of_light import speed_of_light_fill
+from registry.speed_of_light import measured_ceilings, sol_fields
 
 BUNDLED_LIGER_CSV = (
     Path(__file__).resolve().parent.parent / "data" / "liger-kernel" / "all_benchmark_data.csv"
@@ -135,7 +135,6 @@ def _liger_import_data(
     )
     record.save()
     run_keys_fill(runs=BenchmarkRun.objects.filter(first_import=record))
-    speed_of_light_fill(runs=BenchmarkRun.objects.filter(first_import=record))
     # New values make new steps; a run credited to an earlier commit moves its change's credit.
     changes_detect(runs=BenchmarkRun.objects.filter(Q(first_import=record) | Q(origin=record)))
     generation_bump()
@@ -345,7 +344,7 @@ def _runs_build(rows, source, record) -> list["_NewRun"]:
         return []
     kernels = _kernels_ensure(rows)
     specs = {
-        attribute: {digest: obj.pk for digest, obj in _specs_ensure(model, rows, attribute, kernels).items()}
+        attribute: _specs_ensure(model, rows, attribute, kernels)
         for model, attribute in (
             (Implementation, "implementation"),
             (Workload, "workload"),
@@ -355,24 +354,40 @@ def _runs_build(rows, source, record) -> list["_NewRun"]:
     }
     pks = _run_pks_take(len(rows))
     defaults = _NewRun.defaults()
-    return [
-        _NewRun(
-            {
-                **defaults,
-                "id": pk,
-                "source_id": source.pk,
-                "first_import_id": record.pk,
-                "origin_id": record.pk,
-                "kernel_id": kernels[row.kernel["slug"]].pk,
-                "implementation_id": specs["implementation"][row.implementation["digest"]],
-                "workload_id": specs["workload"][row.workload["digest"]],
-                "protocol_id": specs["protocol"][row.protocol["digest"]],
-                "environment_id": specs["environment"][row.environment["digest"]],
-                **row.run,
-            }
+    measured = measured_ceilings()
+    runs = []
+    for pk, row in zip(pks, rows, strict=True):
+        workload = specs["workload"][row.workload["digest"]]
+        environment = specs["environment"][row.environment["digest"]]
+        # The speed of light is written with the row (COPY), not updated after it.
+        sol = sol_fields(
+            kernel=row.kernel["slug"],
+            workload=workload,
+            operation_mode=row.run["operation_mode"],
+            metric=row.run["metric"],
+            median=row.run["median"],
+            gpu_slug=environment.slug,
+            measured=measured,
         )
-        for pk, row in zip(pks, rows, strict=True)
-    ]
+        runs.append(
+            _NewRun(
+                {
+                    **defaults,
+                    "id": pk,
+                    "source_id": source.pk,
+                    "first_import_id": record.pk,
+                    "origin_id": record.pk,
+                    "kernel_id": kernels[row.kernel["slug"]].pk,
+                    "implementation_id": specs["implementation"][row.implementation["digest"]].pk,
+                    "workload_id": workload.pk,
+                    "protocol_id": specs["protocol"][row.protocol["digest"]].pk,
+                    "environment_id": environment.pk,
+                    **row.run,
+                    **sol,
+                }
+            )
+        )
+    return runs
 
 
 class _NewRun:
