@@ -16,10 +16,10 @@ from django.core.exceptions import ValidationError
 
 from registry.digests import digest
 from registry.models import BenchmarkRun
+from registry.reruns.judgement import SAMPLES_LIMIT
 from registry.reruns.kit.result import ENVIRONMENT_FIELDS, FIELDS, FORMAT, content_digest
 from registry.reruns.reproduce import run_spec_digest
 from registry.reruns.services.measured_run import SOFTWARE_KEYS
-from registry.reruns.services.record import SAMPLES_LIMIT
 
 SAMPLES_MIN = 10  # one batch of the timing loop; memory takes 10 peaks
 SAMPLE_BOUNDS = {"ms": 3_600_000.0, "MB": 10_000_000.0}  # an hour a call; 10 TB of memory

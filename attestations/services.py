@@ -42,7 +42,7 @@ from attestations.tasks import notify
 from registry.cache import generation_bump
 from registry.models import BenchmarkRun, RerunJob, Verdict
 from registry.reruns.harness import stats
-from registry.reruns.services.record import judgement_note, run_judgement
+from registry.reruns.judgement import judgement_note, run_judgement
 from registry.reruns.services.request import JobRefused, rerun_request
 
 # Machine accounts (a GPU worker's API token, should one ever be issued) read; they never contribute.

@@ -5,23 +5,18 @@ The only code that changes an evidence level: in the transaction that finishes a
 """
 
 import math
-from dataclasses import dataclass
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from registry.cache import generation_bump
 from registry.models import BenchmarkRun, EvidenceLevel, JobKind, JobState, RerunJob, Verdict
 from registry.reruns.harness import stats
+from registry.reruns.judgement import SAMPLES_LIMIT, judgement_note, run_judgement
 from registry.reruns.services.ceilings import CeilingRejected, ceiling_fields, measured_ceiling_create
 from registry.reruns.services.measured_run import measured_run_from_job
 from registry.reruns.services.worker import LOG_LIMIT, bounded_log
 from registry.services.changes import changes_detect
-
-SAMPLES_LIMIT = 20_000
-# Runs whose own samples a rerun is compared with (KernelIndex's protocols).
-CONTROLLED_FAMILIES = ("kernelindex/cuda-v1", "kernelindex/cpu-v1", "kernelindex/liger-peak-memory")
 
 
 @transaction.atomic
@@ -130,68 +125,6 @@ def _rerun_judge(job: RerunJob) -> None:
         BenchmarkRun.objects.filter(pk=run.pk).update(
             evidence_level=EvidenceLevel.REPRODUCED, updated_at=timezone.now()
         )
-
-
-@dataclass(frozen=True)
-class Judgement:
-    """New figures of a run's workload judged against the run, under the run's own protocol."""
-
-    basis: str  # "samples" (both sides' raw samples) or "upstream" (upstream's do_bench figure)
-    new: stats.Side
-    old: stats.Side
-    deviation: float | None
-    low: float | None
-    high: float | None
-    how: str
-    verdict: str
-    tolerance: float
-    measured_by: RerunJob | None
-
-
-def run_judgement(run: BenchmarkRun, *, samples: list, upstream: dict | None, figures: tuple) -> Judgement:
-    """The verdict: an equivalence judgement on the relative difference of the two medians, its
-    95% interval against ±RERUN_TOLERANCE (docs/protocol.md). A run is judged under its own
-    protocol: a KernelIndex-protocol run by the new samples against its measure job's; any other
-    run (the source's, or an older controlled protocol) by the new upstream do_bench figure
-    (`figures`, median / p20 / p80 of the samples, without one). A controlled rerun and a
-    contributor's result file are judged by this one function."""
-    measured_by = run.measured_by_jobs.filter(kind=JobKind.MEASURE).order_by("pk").first()
-    own_protocol = run.protocol.comparability_family in CONTROLLED_FAMILIES and measured_by is not None
-    if own_protocol and len(measured_by.samples) >= 2 and len(samples) >= 2:
-        new, old, basis = stats.Side(samples=samples), stats.Side(samples=measured_by.samples), "samples"
-    else:
-        upstream = upstream or dict(zip(("median", "p20", "p80"), figures, strict=True))
-        new, old, basis = (
-            stats.Side(**upstream),
-            stats.Side(median=run.median, p20=run.p20, p80=run.p80),
-            "upstream",
-        )
-    point, low, high, how = stats.difference_interval(new, old, spread_from=samples)
-    tolerance = settings.RERUN_TOLERANCE
-    return Judgement(
-        basis, new, old, point, low, high, how, stats.verdict(low, high, tolerance), tolerance, measured_by
-    )
-
-
-def judgement_note(judged: Judgement, *, subject: str) -> str:
-    compared = "KernelIndex-protocol samples" if judged.basis == "samples" else "upstream's do_bench figure"
-    interval = (
-        f"95% interval {judged.low:+.2%} to {judged.high:+.2%}" if judged.low is not None else "no interval"
-    )
-    why = {
-        Verdict.AGREES: f"the whole interval lies within ±{judged.tolerance:.1%}",
-        Verdict.DISAGREES: f"the whole interval lies outside ±{judged.tolerance:.1%}",
-        Verdict.INCONCLUSIVE: f"the interval is not wholly inside or wholly outside ±{judged.tolerance:.1%}; "
-        "another rerun may settle it",
-    }[judged.verdict]
-    return (
-        f"Compared: {compared}. Difference of medians {_percent(judged.deviation)}, {interval} ({judged.how}). "
-        f"{subject}: {judged.new.count}; recorded run: {judged.old.count}. {why[0].upper()}{why[1:]}."
-    )
-
-
-def _percent(value) -> str:
-    return "unknown" if value is None else f"{value:+.2%}"
 
 
 def _figures(value) -> dict:
