@@ -88,14 +88,14 @@ class TestBundledFigures:
         latency = Counter(r.standing.status for r in runs if r.metric == "latency")
         memory = Counter(r.standing.status for r in runs if r.metric == "memory")
         assert latency == {
-            RankStatus.AHEAD: 59,
-            RankStatus.BEHIND: 65,
-            RankStatus.TIED: 40,
-            RankStatus.ALONE: 22,
+            RankStatus.AHEAD: 60,
+            RankStatus.BEHIND: 70,
+            RankStatus.TIED: 38,
+            RankStatus.ALONE: 24,
         }
         assert memory == {
             RankStatus.AHEAD: 17,
             RankStatus.BEHIND: 20,
             RankStatus.TIED: 10,
-            RankStatus.ALONE: 8,
+            RankStatus.ALONE: 11,
         }
