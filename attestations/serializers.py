@@ -13,7 +13,7 @@ from attestations.models import (
     IssueReport,
     IssueReportCategory,
 )
-from registry.models import BenchmarkRun
+from registry.models import BenchmarkRun, Verdict
 
 
 class AttestationInputSerializer(serializers.Serializer):
@@ -41,6 +41,13 @@ class AttestationSerializer(serializers.ModelSerializer):
 
     author = serializers.CharField(source="author.get_username", read_only=True)
     url = serializers.CharField(source="get_absolute_url", read_only=True)
+    # Declared: a read-only model field loses allow_blank, and a typed reproduction has no verdict.
+    verdict = serializers.ChoiceField(
+        choices=Verdict.choices,
+        allow_blank=True,
+        read_only=True,
+        help_text="The contributor's file judged against the run; blank for a typed reproduction or a note.",
+    )
 
     class Meta:
         model = Attestation

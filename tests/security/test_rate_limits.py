@@ -183,6 +183,17 @@ class TestRerunRequestThrottle:
         assert int(response["Retry-After"]) > 0
 
 
+@pytest.fixture
+def one_window(monkeypatch):
+    """The API throttle counts in fixed windows of its period (kernelindex/throttling.py): four
+    requests that straddle a minute's end are counted in two windows. Hold the clock still."""
+    import types
+
+    from kernelindex import throttling
+
+    monkeypatch.setattr(throttling, "time", types.SimpleNamespace(time=lambda: 1_800_000_030.0))
+
+
 class TestTheClientAddress:
     def test_rotating_x_forwarded_for_does_not_escape_the_login_limit(self, world):
         for attempt in range(10):
@@ -194,7 +205,7 @@ class TestTheClientAddress:
         )
         assert not logged_in(response)
 
-    def test_rotating_x_forwarded_for_does_not_escape_the_api_throttle(self, world, monkeypatch):
+    def test_rotating_x_forwarded_for_does_not_escape_the_api_throttle(self, world, monkeypatch, one_window):
         from rest_framework.throttling import AnonRateThrottle
 
         monkeypatch.setattr(AnonRateThrottle, "THROTTLE_RATES", {"anon": "3/minute"})
@@ -206,7 +217,9 @@ class TestTheClientAddress:
         ]
         assert codes == [200, 200, 200, 429]
 
-    def test_behind_one_trusted_proxy_each_client_counts_alone(self, world, settings, monkeypatch):
+    def test_behind_one_trusted_proxy_each_client_counts_alone(
+        self, world, settings, monkeypatch, one_window
+    ):
         from rest_framework.throttling import AnonRateThrottle
 
         monkeypatch.setattr(AnonRateThrottle, "THROTTLE_RATES", {"anon": "1/minute"})
