@@ -24,7 +24,7 @@ from registry.reruns.harness import protocol_for
 from registry.reruns.services.worker import CPU_SLUG, job_device
 from registry.services.imports import groups_rerank
 from registry.services.run_keys import RUN_KEY_SOURCES, run_keys_fill
-from registry.speed_of_light import SOL_FIELDS, speed_of_light_fill
+from registry.speed_of_light import measured_ceilings, sol_fields
 
 CONTROLLED_SOURCE = {
     "slug": "kernelindex-controlled",
@@ -71,19 +71,30 @@ def measured_run_create(
     """Create one controlled run from the fields of its spec rows and its own (manifest, digest
     and evidence level included), then rank its comparison group again and fill its keys, so the
     run is in its group the moment it exists."""
+    environment_row = spec_row(Environment, environment)
+    # The speed of light is written with the row, as an import writes its runs' (imports._runs_build).
+    sol = sol_fields(
+        kernel=kernel.slug,
+        workload=workload,
+        operation_mode=run["operation_mode"],
+        metric=run["metric"],
+        median=run["median"],
+        gpu_slug=environment_row.slug,
+        measured=measured_ceilings(),
+    )
     created = BenchmarkRun.objects.create(
         source=source,
         kernel=kernel,
         workload=workload,
         implementation=spec_row(Implementation, implementation, kernel=kernel),
         protocol=spec_row(Protocol, protocol),
-        environment=spec_row(Environment, environment),
+        environment=environment_row,
         **run,
+        **sol,
     )
     groups_rerank(keys=[created.comparison_key])
     run_keys_fill(runs=BenchmarkRun.objects.filter(pk=created.pk))
-    speed_of_light_fill(runs=BenchmarkRun.objects.filter(pk=created.pk))
-    created.refresh_from_db(fields=["rank", "group_size", *RUN_KEY_SOURCES, *SOL_FIELDS])
+    created.refresh_from_db(fields=["rank", "group_size", *RUN_KEY_SOURCES])
     return created
 
 
