@@ -34,3 +34,32 @@ def test_a_budget_stop_past_the_minimum_reports_the_precision_it_reached():
 
     assert result["stop"] == "budget" and len(result["samples"]) >= 40
     assert result["precision"] == stats.relative_precision(result["samples"], 0.99) > 0
+
+
+def test_what_is_timed_runs_without_the_default_device_the_setup_ran_under():
+    import importlib.util
+
+    from registry.reruns.harness import runner as runner_path  # noqa: F401 - the module's file
+
+    spec = importlib.util.spec_from_file_location("harness_runner", runner_path.__file__)
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    seen = []
+
+    def call():
+        seen.append(torch.get_default_device().type)
+
+    def do_bench(fn, warmup=25, rep=100):
+        fn()
+        return 1.0
+
+    recorder = runner.Recorder(do_bench, torch=torch, device="cpu", timing=timing, stats=stats)
+    recorder.settings = {**settings.CONTROLLED_TIMING, "warmup_ms": 0, "warmup_calls": 1, "budget_s": 0.01}
+    torch.set_default_device("meta")  # as runner.run leaves it while upstream's setup runs
+    try:
+        assert torch.empty(1).device.type == "meta"
+        recorder.timed(call)
+    finally:
+        torch.set_default_device(None)
+
+    assert set(seen) == {"cpu"} and len(seen) > 2  # upstream's call and every warm-up call and sample
