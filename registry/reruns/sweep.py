@@ -205,7 +205,7 @@ def sweep(
             _collect(in_flight, pending, to_rerun, attempts, figures, reruns)
             while len(in_flight) < window and (to_rerun or pending):
                 if to_rerun:  # a rerun first: its run is already measured
-                    _send_rerun(to_rerun.popleft(), in_flight, log)
+                    _send_rerun(to_rerun.popleft(), in_flight, log, gpus=gpus)
                 else:
                     _send_measure(pending.popleft(), gpu_slug, in_flight, attempts, log)
             time.sleep(0.25)
@@ -279,9 +279,13 @@ def _send_measure(target: Target, gpu_slug: str, in_flight, attempts, log) -> No
         in_flight[job.pk] = target
 
 
-def _send_rerun(run: BenchmarkRun, in_flight, log) -> None:
+def _send_rerun(run: BenchmarkRun, in_flight, log, *, gpus: int) -> None:
     try:
-        job = rerun_request(run=run, reason="Controlled sweep: rerun of a controlled measurement")
+        # A fleet of one card reruns on the card that measured (the verdict says so); asking it
+        # to avoid that card would only make its worker hand each rerun on five times first.
+        job = rerun_request(
+            run=run, reason="Controlled sweep: rerun of a controlled measurement", other_card=gpus > 1
+        )
     except JobRefused as exc:
         log(f"rerun refused for run {run.pk}: {exc}")
         return

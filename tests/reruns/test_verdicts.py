@@ -223,6 +223,12 @@ class TestTheRerunAvoidsTheMeasuringCard:
 
         assert job.avoid_gpu_uuid == CARD_A
 
+    def test_a_caller_whose_fleet_has_one_card_asks_for_none(self, controlled_run):
+        job = rerun_request(run=controlled_run, other_card=False)
+
+        assert job.avoid_gpu_uuid == ""
+        assert "avoid_gpu" not in job_message(job)["signed"]
+
     def test_a_source_run_has_no_card_to_avoid(self, h200_run):
         job = rerun_request(run=h200_run)
 

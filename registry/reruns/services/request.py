@@ -25,9 +25,12 @@ def rerun_request(
     requested_by=None,
     reason: str = "",
     issue_report_pk: int | None = None,
+    other_card: bool = True,
 ) -> RerunJob:
     """Queue a rerun of `run` on its own GPU model. A run has at most one active rerun; a second
-    request, even a concurrent one, is refused. The level does not change here."""
+    request, even a concurrent one, is refused. The level does not change here. `other_card`:
+    the rerun avoids the card that measured the run (False where the caller knows the fleet has
+    one card, so that its worker need not hand the rerun on before it runs it there)."""
     active = RerunJob.objects.active().filter(kind=JobKind.RERUN, run=run).first()
     if active is not None:
         raise JobRefused(f"Run {run.pk} already has an active rerun: job #{active.pk} ({active.state}).")
@@ -35,7 +38,7 @@ def rerun_request(
         with transaction.atomic():
             job = RerunJob.rerun_of(
                 run,
-                avoid_gpu_uuid=_measuring_card(run),
+                avoid_gpu_uuid=_measuring_card(run) if other_card else "",
                 requested_by=requested_by,
                 reason=reason,
                 issue_report_pk=issue_report_pk,
