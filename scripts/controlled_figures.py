@@ -3,7 +3,10 @@
 (standard library and numpy): coverage, verdicts, rerun-to-rerun differences, sampling and where
 the host's seconds went.
 
-    python3 scripts/controlled_figures.py [registry/data/controlled-runs]
+    python3 scripts/controlled_figures.py [registry/data/controlled-runs] [--since 2026-12-01T10:00]
+
+`--since`: the host seconds of the measure jobs started from then on as well (the harness has run
+upstream's setup on the GPU since 2026-12-01T10:00 UTC; docs/protocol.md).
 """
 
 import json
@@ -16,10 +19,11 @@ import numpy as np
 FOLDER = Path(__file__).resolve().parent.parent / "registry" / "data" / "controlled-runs"
 
 
-def main(folder: Path) -> None:
+def main(folder: Path, since: str = "") -> None:
     verdicts, legacy, stops = Counter(), Counter(), Counter()
     kernels, differences, samples, seconds = set(), [], [], []
     runs = other_card = 0
+    recent = []
     by_card = {True: [], False: [], None: []}
     for path in sorted(folder.glob("*.json")):
         for entry in json.loads(path.read_text())["runs"]:
@@ -32,12 +36,13 @@ def main(folder: Path) -> None:
             for job in jobs:
                 sampling = job.get("sampling") or {}
                 if job["kind"] == "measure" and not old:
-                    seconds.append(
-                        [
-                            sampling.get(k, 0)
-                            for k in ("process_start_s", "setup_s", "upstream_s", "warmup_s", "timing_s")
-                        ]
-                    )
+                    split = [
+                        sampling.get(k, 0)
+                        for k in ("process_start_s", "setup_s", "upstream_s", "warmup_s", "timing_s")
+                    ]
+                    seconds.append(split)
+                    if since and (job["dates"].get("started_at") or "") >= since:
+                        recent.append(split)
                     if run["metric"] == "latency":
                         stops[sampling.get("stop")] += 1
                         samples.append(len(job["samples"]))
@@ -70,15 +75,23 @@ def main(folder: Path) -> None:
                 f"95th percentile {np.quantile(values, 0.95):.2%}, within 1%: {(values <= 0.01).mean():.0%}"
             )
     print(f"latency sampling stopped on: {dict(stops)}; median samples {np.median(samples):.0f}")
-    split = np.array(seconds).sum(axis=0)
-    print(
-        "host seconds over {} measure jobs: process start {:.0f}, setup {:.0f}, upstream call {:.0f}, "
-        "warm-up {:.0f}, timing {:.0f}; overhead / timing {:.0%}".format(
-            len(seconds), *split, (split[0] + split[1] + split[3]) / split[4]
-        )
-    )
+    for label, rows in (("", seconds), (f" started from {since}", recent)):
+        if rows:
+            split = np.array(rows).sum(axis=0)
+            print(
+                "host seconds over {} measure jobs{}: process start {:.0f}, setup {:.0f}, upstream call {:.0f}, "
+                "warm-up {:.0f}, timing {:.0f}; overhead / timing {:.0%}".format(
+                    len(rows), label, *split, (split[0] + split[1] + split[3]) / split[4]
+                )
+            )
     print(f"older-protocol runs, rerun under their own protocol: {dict(legacy)}")
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else FOLDER)
+    args = sys.argv[1:]
+    since = ""
+    if "--since" in args:
+        at = args.index("--since")
+        since = args[at + 1]
+        del args[at : at + 2]
+    main(Path(args[0]) if args else FOLDER, since)
