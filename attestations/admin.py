@@ -27,7 +27,7 @@ from attestations.models import (
 )
 from attestations.reproduction_files import environment_rows
 from registry.admin import ReadOnlyAdminMixin
-from registry.reruns.admin import _request_limited, has_request_rerun_permission
+from registry.reruns.admin import has_request_rerun_permission, request_limited
 from registry.reruns.services.request import JobRefused
 
 
@@ -310,7 +310,7 @@ class AttestationAdmin(ModerationAdmin):
         permissions=["request_rerun"],
     )
     def rerun_disagreeing(self, request, queryset):
-        limited = _request_limited(request)
+        limited = request_limited(request)
         if limited:
             return limited
         for attestation in queryset.select_related("run"):

@@ -13,7 +13,7 @@ def database_url() -> str:
     """The URL of the database the test run is using, for a child process to open."""
     settings = connection.settings_dict
     if settings["ENGINE"] == "django.db.backends.sqlite3":
-        return f"sqlite:///{settings['NAME']}"
+        return f"sqlite:///{Path(settings['NAME']).resolve()}"
     user = settings["USER"] or "postgres"
     password = f":{settings['PASSWORD']}" if settings["PASSWORD"] else ""
     return f"postgres://{user}{password}@{settings['HOST'] or '127.0.0.1'}:{settings['PORT'] or 5432}/{settings['NAME']}"

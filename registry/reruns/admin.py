@@ -34,7 +34,7 @@ class RerunRequestForm(forms.Form):
     issue_report_pk = forms.IntegerField(required=False, min_value=1, label="Issue report number")
 
 
-def _request_limited(request) -> HttpResponse | None:
+def request_limited(request) -> HttpResponse | None:
     """A 429 with Retry-After once this moderator has asked for too many job batches; each
     batch keeps GPUs busy, so a stuck button or a script cannot flood the queues."""
     limited = limit_consume(
@@ -57,7 +57,7 @@ def request_rerun(modeladmin, request, queryset):
     if "apply" in request.POST:
         form = RerunRequestForm(request.POST)
         if form.is_valid():
-            limited = _request_limited(request)
+            limited = request_limited(request)
             if limited:
                 return limited
             _reruns_request(modeladmin, request, queryset, form.cleaned_data)
@@ -190,7 +190,7 @@ class RerunJobAdmin(admin.ModelAdmin):
             raise PermissionDenied
         form = MeasureRequestForm(request.POST or None)
         if request.method == "POST" and form.is_valid():
-            limited = _request_limited(request)
+            limited = request_limited(request)
             if limited:
                 return limited
             data = form.cleaned_data

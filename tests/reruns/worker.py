@@ -9,7 +9,8 @@ import uuid
 from pathlib import Path
 
 from django.conf import settings
-from django.db import connection
+
+from tests.processes import database_url
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 # Short enough for a test, each still longer than what it bounds: a job here takes about a second
@@ -48,15 +49,6 @@ def _broker_messages(queue: str = "") -> list[Path]:
     options = settings.CELERY_BROKER_TRANSPORT_OPTIONS
     folders = {options["data_folder_in"], options["data_folder_out"]}
     return [path for folder in folders for path in Path(folder).glob(f"*.{queue or '*'}.msg")]
-
-
-def database_url() -> str:
-    """The test database, as the worker process must reach it."""
-    db = connection.settings_dict
-    if db["ENGINE"] == "django.db.backends.sqlite3":
-        return f"sqlite:///{Path(db['NAME']).resolve()}"
-    user = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
-    return f"postgres://{user}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
 def redis_client():
