@@ -84,18 +84,24 @@ class TestBundledFigures:
         runs = rank_status.attach(
             BenchmarkRun.objects.public().current().filter(source__slug="kernelindex-controlled")
         )
-        assert {r.standing.spread.basis for r in runs} == {IntervalBasis.MEDIAN_CI}
+        bases = Counter((r.metric, r.standing.spread.basis) for r in runs)
+        # Every controlled run is compared by its median's 95% interval, but for one memory run:
+        # megatron_cross_entropy's two-process entry took five identical peaks, too few for a
+        # finite interval, and a peak memory without spread is shown as such.
+        assert {basis for (_, basis) in bases} == {IntervalBasis.MEDIAN_CI, IntervalBasis.NO_SPREAD}
+        assert bases[("memory", IntervalBasis.NO_SPREAD)] == 1
+        assert bases[("latency", IntervalBasis.NO_SPREAD)] == 0
         latency = Counter(r.standing.status for r in runs if r.metric == "latency")
         memory = Counter(r.standing.status for r in runs if r.metric == "memory")
         assert latency == {
-            RankStatus.AHEAD: 60,
-            RankStatus.BEHIND: 70,
-            RankStatus.TIED: 38,
-            RankStatus.ALONE: 24,
+            RankStatus.AHEAD: 65,
+            RankStatus.BEHIND: 116,
+            RankStatus.TIED: 34,
+            RankStatus.ALONE: 40,
         }
         assert memory == {
-            RankStatus.AHEAD: 17,
-            RankStatus.BEHIND: 20,
-            RankStatus.TIED: 10,
-            RankStatus.ALONE: 11,
+            RankStatus.AHEAD: 25,
+            RankStatus.BEHIND: 33,
+            RankStatus.TIED: 9,
+            RankStatus.ALONE: 28,
         }
