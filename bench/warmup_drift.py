@@ -15,6 +15,7 @@ lies from its settled median (docs/protocol.md, "Warm-up").
 """
 
 import argparse
+import gzip
 import json
 import os
 import subprocess
@@ -36,7 +37,9 @@ def chosen(per_kernel: int) -> list[dict]:
     `per_kernel` of each kernel), and both providers of the reference workload."""
     picked, seen = [], {}
     entries = [
-        entry for path in sorted(SHIPPED.glob("*.json")) for entry in json.loads(path.read_text())["runs"]
+        entry
+        for path in sorted(SHIPPED.glob("*.json.gz"))
+        for entry in json.loads(gzip.decompress(path.read_bytes()))["runs"]
     ]
     for entry in entries:
         run, jobs = entry["run"], entry["jobs"]

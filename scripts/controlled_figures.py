@@ -9,6 +9,7 @@ the host's seconds went.
 upstream's setup on the GPU since 2026-12-01T10:00 UTC; docs/protocol.md).
 """
 
+import gzip
 import json
 import sys
 from collections import Counter
@@ -25,8 +26,8 @@ def main(folder: Path, since: str = "") -> None:
     runs = other_card = 0
     recent = []
     by_card = {True: [], False: [], None: []}
-    for path in sorted(folder.glob("*.json")):
-        for entry in json.loads(path.read_text())["runs"]:
+    for path in sorted(folder.glob("*.json.gz")):
+        for entry in json.loads(gzip.decompress(path.read_bytes()))["runs"]:
             run, jobs = entry["run"], entry["jobs"]
             # Runs of the older protocol carry no sampling record on their measure job.
             old = any(job["kind"] == "measure" and not job.get("sampling") for job in jobs)

@@ -1,14 +1,18 @@
 """KernelIndex's own controlled runs as shipped data: export them with the jobs that produced and
 checked them, and load them into another installation.
 
-A file is JSON: {"format": FORMAT, "runs": [{kernel, workload, implementation, protocol,
-environment, run, jobs}]}. Loading is all or nothing and safe to repeat (a run whose digest is
+A file is JSON, gzip-compressed as shipped (`<gpu>-<kernel>.json.gz`; a plain `.json` loads too):
+{"format": FORMAT, "runs": [{kernel, workload, implementation, protocol, environment, run, jobs}]}.
+Every sample of every job travels, so the shipped sweep is tens of megabytes of JSON and an
+eighth of that compressed. Loading is all or nothing and safe to repeat (a run whose digest is
 already there is left as it is). A run is loaded at `measured` only with the measure job that
 made it, and at `reproduced` only with a rerun job whose verdict agrees: the file carries the
 evidence, not just the level.
 """
 
+import gzip
 import json
+import zlib
 from datetime import datetime
 from pathlib import Path
 
@@ -39,6 +43,7 @@ from registry.speed_of_light import SOL_FIELDS
 
 FORMAT = "kernelindex-controlled-runs/v1"
 BUNDLED_CONTROLLED_DIR = Path(__file__).resolve().parent.parent / "data" / "controlled-runs"
+SUFFIXES = (".json.gz", ".json")
 LOG_KEPT = 4000  # characters of each job's log that ship with the data
 # Not exported: the registry's own bookkeeping, the run's copies of its specs' values
 # (run_keys.RUN_KEY_SOURCES) and its speed-of-light verdict (speed_of_light.SOL_FIELDS), all
@@ -77,27 +82,38 @@ def controlled_runs_export(*, runs) -> dict:
     return {"format": FORMAT, "source": CONTROLLED_SOURCE, "runs": entries}
 
 
+def controlled_files(path: Path) -> list[Path]:
+    """The export files of a folder (`*.json.gz` and `*.json`), or the one file named."""
+    path = Path(path)
+    if not path.is_dir():
+        return [path]
+    return sorted(file for file in path.iterdir() if file.name.endswith(SUFFIXES))
+
+
 def controlled_runs_export_dir(*, out: Path, gpu_slug: str) -> list[Path]:
-    """One file per kernel (`<gpu>-<kernel>.json`) of every controlled run on `gpu_slug`."""
+    """One file per kernel (`<gpu>-<kernel>.json.gz`) of every controlled run on `gpu_slug`; a
+    plain `.json` of the same kernel (an older export) is replaced by it."""
     runs = BenchmarkRun.objects.filter(source__slug=CONTROLLED_SOURCE["slug"], environment__slug=gpu_slug)
     written = []
     for kernel in runs.values_list("kernel__slug", flat=True).distinct().order_by("kernel__slug"):
         document = controlled_runs_export(runs=runs.filter(kernel__slug=kernel).order_by("external_id"))
-        path = Path(out) / f"{gpu_slug}-{kernel}.json"
-        path.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+        path = Path(out) / f"{gpu_slug}-{kernel}.json.gz"
+        text = json.dumps(document, indent=1, sort_keys=True) + "\n"
+        # mtime=0: the same runs give the same bytes, so a re-export changes nothing in git.
+        path.write_bytes(gzip.compress(text.encode(), compresslevel=9, mtime=0))
+        path.with_suffix("").unlink(missing_ok=True)
         written.append(path)
     return written
 
 
 @transaction.atomic
 def controlled_runs_load(*, path: Path | str) -> ImportSummary:
-    """Load every `*.json` export in `path` (a folder or one file)."""
-    path = Path(path)
-    files = sorted(path.glob("*.json")) if path.is_dir() else [path]
+    """Load every export in `path` (a folder of `*.json.gz` and `*.json` files, or one file)."""
+    files = controlled_files(path)
     source = controlled_source()
     summary = ImportSummary()
     for file in files:
-        document = _read(file)
+        document = controlled_document_read(file)
         for number, entry in enumerate(document["runs"], start=1):
             summary.rows += 1
             if _run_load(entry, source, where=f"{file.name}, run {number}") is None:
@@ -108,10 +124,12 @@ def controlled_runs_load(*, path: Path | str) -> ImportSummary:
     return summary
 
 
-def _read(file: Path) -> dict:
+def controlled_document_read(file: Path) -> dict:
+    """One export file's document, checked to be one."""
     try:
-        document = json.loads(file.read_text())
-    except (OSError, ValueError) as exc:
+        data = file.read_bytes()
+        document = json.loads(gzip.decompress(data) if file.name.endswith(".gz") else data)
+    except (OSError, ValueError, EOFError, zlib.error) as exc:
         raise ImportRejected(f"{file.name}: not a readable JSON document ({exc})") from None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise ImportRejected(f"{file.name}: not a {FORMAT} document")

@@ -236,7 +236,7 @@ def sweep(
 def _registry_ready(out: Path, log) -> None:
     if not BenchmarkRun.objects.exists():
         log(liger_import(path=BUNDLED_LIGER_CSV))
-    if out.exists() and any(out.glob("*.json")):
+    if out.is_dir() and controlled.controlled_files(out):
         log(controlled.controlled_runs_load(path=out))
 
 

@@ -8,18 +8,23 @@ from django.core.management import call_command
 
 from registry.importers import liger
 from registry.models import BenchmarkRun, RerunJob
-from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_load
+from registry.reruns.controlled import (
+    BUNDLED_CONTROLLED_DIR,
+    controlled_document_read,
+    controlled_files,
+    controlled_runs_load,
+)
 from registry.services import BUNDLED_LIGER_CSV, ImportRejected
 
-H200_FILE = BUNDLED_CONTROLLED_DIR / "nvidia-h200-geglu.json"
+H200_FILE = BUNDLED_CONTROLLED_DIR / "nvidia-h200-geglu.json.gz"
 REFERENCE = "batch8-hidden4096-intermediate11008-seq8192-bf16"
 
 
 def shipped_entries() -> list[dict]:
     return [
         entry
-        for path in sorted(BUNDLED_CONTROLLED_DIR.glob("*.json"))
-        for entry in json.loads(path.read_text())["runs"]
+        for path in controlled_files(BUNDLED_CONTROLLED_DIR)
+        for entry in controlled_document_read(path)["runs"]
     ]
 
 
@@ -74,7 +79,7 @@ class TestShippedH200Runs:
     def test_a_run_shipped_as_reproduced_by_a_verdictless_rerun_loads_at_measured(self, tmp_path):
         """The GeGLU runs shipped before verdicts were `reproduced` by a fixed 5% tolerance: a file
         that still says so loads them at `measured`, their reruns kept as history."""
-        document = json.loads(H200_FILE.read_text())
+        document = controlled_document_read(H200_FILE)
         entry = next(
             e
             for e in document["runs"]
@@ -138,7 +143,7 @@ class TestShippedH200Runs:
 @pytest.mark.django_db
 class TestALevelWithoutItsEvidenceIsRefused:
     def test_reproduced_without_a_succeeded_rerun_is_refused(self, tmp_path):
-        document = json.loads(H200_FILE.read_text())
+        document = controlled_document_read(H200_FILE)
         entry = next(e for e in document["runs"] if e["run"]["evidence_level"] == "reproduced")
         entry["jobs"] = [job for job in entry["jobs"] if job["role"] == "measured"]
         document["runs"] = [entry]

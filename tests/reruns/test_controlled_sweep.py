@@ -3,8 +3,6 @@ cpu`): its own fleet of Celery worker processes measures each target, reruns eac
 recorder gives every rerun a verdict, and the export is data that loads again. Cut short, it goes
 on where it stopped: a second sweep over a longer list measures only what the first left."""
 
-import json
-
 import pytest
 
 from registry.models import BenchmarkRun, JobKind, RerunJob
@@ -56,8 +54,8 @@ def test_a_sweep_measures_reruns_judges_and_exports_then_resumes_where_it_stoppe
     assert all(job.verdict in {"agrees", "disagrees", "inconclusive"} for job in reruns), [
         (job.state, job.verdict, job.error) for job in reruns
     ]
-    (exported,) = out.glob("cpu-*.json")
-    entries = json.loads(exported.read_text())["runs"]
+    (exported,) = out.glob("cpu-*.json.gz")
+    entries = controlled.controlled_document_read(exported)["runs"]
     assert len(entries) == 2
     for entry in entries:
         measure = next(job for job in entry["jobs"] if job["kind"] == "measure")
@@ -71,4 +69,4 @@ def test_a_sweep_measures_reruns_judges_and_exports_then_resumes_where_it_stoppe
     assert (second["measured"], second["reruns"], second["left"]) == (1, 1, 0), second
     assert controlled_runs().count() == 3
     assert RerunJob.objects.filter(kind=JobKind.MEASURE).count() == 3
-    assert len(json.loads(exported.read_text())["runs"]) == 3
+    assert len(controlled.controlled_document_read(exported)["runs"]) == 3

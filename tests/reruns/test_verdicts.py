@@ -13,7 +13,12 @@ import pytest
 from attestations.models import IssueReport
 from registry.models import BenchmarkRun, EvidenceLevel, JobState, Kernel, RerunJob
 from registry.reruns import tasks
-from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_export, controlled_runs_load
+from registry.reruns.controlled import (
+    BUNDLED_CONTROLLED_DIR,
+    controlled_document_read,
+    controlled_runs_export,
+    controlled_runs_load,
+)
 from registry.reruns.harness import stats
 from registry.reruns.services import (
     job_claim,
@@ -285,7 +290,7 @@ class TestTheRerunAvoidsTheMeasuringCard:
 
 def shipped_entry(level: str) -> dict:
     """One run of the shipped H200 file at `level`, with its measure job and one succeeded rerun."""
-    document = json.loads((BUNDLED_CONTROLLED_DIR / "nvidia-h200-geglu.json").read_text())
+    document = controlled_document_read(BUNDLED_CONTROLLED_DIR / "nvidia-h200-geglu.json.gz")
     entry = next(
         e
         for e in document["runs"]

@@ -352,7 +352,7 @@ class TestHostileJson:
 class TestShippedControlledRuns:
     @pytest.fixture
     def geglu(self):
-        controlled_runs_load(path=BUNDLED_CONTROLLED_DIR / "nvidia-h200-geglu.json")
+        controlled_runs_load(path=BUNDLED_CONTROLLED_DIR / "nvidia-h200-geglu.json.gz")
         return BenchmarkRun.objects.filter(source__slug="kernelindex-controlled")
 
     def test_they_load_with_their_providers_and_their_pages_answer(self, client, geglu):

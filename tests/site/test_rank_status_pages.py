@@ -143,7 +143,7 @@ class TestQueries:
 class TestControlledRuns:
     @pytest.fixture
     def controlled(self):
-        controlled_runs_load(path=BUNDLED_CONTROLLED_DIR / "nvidia-h200-geglu.json")
+        controlled_runs_load(path=BUNDLED_CONTROLLED_DIR / "nvidia-h200-geglu.json.gz")
         runs = list(BenchmarkRun.objects.public().current().filter(metric=Metric.LATENCY).order_by("pk"))
         return rank_status.attach(runs)
 
