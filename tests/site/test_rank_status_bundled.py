@@ -9,7 +9,13 @@ from django.urls import reverse
 from registry import rank_status
 from registry.models import BenchmarkRun
 from registry.rank_status import IntervalBasis, RankStatus
-from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_load
+from registry.reruns.controlled import (
+    BUNDLED_CONTROLLED_DIR,
+    controlled_document_read,
+    controlled_files,
+    controlled_runs_load,
+)
+from registry.reruns.harness import stats
 from tests.site.test_reference_record_pages import REFERENCE_ID, text_of
 
 ONE_CALL_EACH = (
@@ -80,28 +86,33 @@ class TestBundledFigures:
         assert firsts == {RankStatus.AHEAD: 790, RankStatus.ONE_SAMPLE: 217, RankStatus.TIED: 93}
 
     def test_what_the_controlled_runs_samples_support(self, bundled):
+        """Checked against the shipped files themselves, so that the sweep can add runs: each
+        controlled run is compared by the 95% interval of its median (from its measure job's
+        samples), or, for a peak memory whose samples give none (identical peaks), shown
+        without spread; a run alone in its group says so, a #1 is ahead or tied, the rest are
+        behind or tied, and nothing rests on one timed call."""
         controlled_runs_load(path=BUNDLED_CONTROLLED_DIR)
+        shipped = {
+            entry["run"]["digest"]: next(j["samples"] for j in entry["jobs"] if j["kind"] == "measure")
+            for path in controlled_files(BUNDLED_CONTROLLED_DIR)
+            for entry in controlled_document_read(path)["runs"]
+        }
         runs = rank_status.attach(
             BenchmarkRun.objects.public().current().filter(source__slug="kernelindex-controlled")
         )
-        bases = Counter((r.metric, r.standing.spread.basis) for r in runs)
-        # Every controlled run is compared by its median's 95% interval, but for one memory run:
-        # megatron_cross_entropy's two-process entry took five identical peaks, too few for a
-        # finite interval, and a peak memory without spread is shown as such.
-        assert {basis for (_, basis) in bases} == {IntervalBasis.MEDIAN_CI, IntervalBasis.NO_SPREAD}
-        assert bases[("memory", IntervalBasis.NO_SPREAD)] == 1
-        assert bases[("latency", IntervalBasis.NO_SPREAD)] == 0
-        latency = Counter(r.standing.status for r in runs if r.metric == "latency")
-        memory = Counter(r.standing.status for r in runs if r.metric == "memory")
-        assert latency == {
-            RankStatus.AHEAD: 65,
-            RankStatus.BEHIND: 116,
-            RankStatus.TIED: 34,
-            RankStatus.ALONE: 40,
-        }
-        assert memory == {
-            RankStatus.AHEAD: 25,
-            RankStatus.BEHIND: 33,
-            RankStatus.TIED: 9,
-            RankStatus.ALONE: 28,
-        }
+        assert len(runs) > 0 and all(run.digest in shipped for run in runs)
+        for run in runs:
+            interval = stats.median_interval(shipped[run.digest])
+            expected = IntervalBasis.MEDIAN_CI if interval else IntervalBasis.NO_SPREAD
+            if run.metric == "latency":
+                expected = IntervalBasis.MEDIAN_CI  # the protocol stops on that interval
+            assert run.standing.spread.basis == expected, (run.pk, run.metric, len(shipped[run.digest]))
+            if run.group_size == 1:
+                assert run.standing.status == RankStatus.ALONE
+            elif run.rank == 1:
+                assert run.standing.status in {RankStatus.AHEAD, RankStatus.TIED}
+            else:
+                assert run.standing.status in {RankStatus.BEHIND, RankStatus.TIED}
+        statuses = Counter(run.standing.status for run in runs)
+        assert statuses[RankStatus.ONE_SAMPLE] == 0
+        assert statuses[RankStatus.ALONE] == sum(run.group_size == 1 for run in runs)
