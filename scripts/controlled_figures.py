@@ -22,7 +22,7 @@ FOLDER = Path(__file__).resolve().parent.parent / "registry" / "data" / "control
 
 def main(folder: Path, since: str = "") -> None:
     verdicts, legacy, stops = Counter(), Counter(), Counter()
-    kernels, differences, samples, seconds = set(), [], [], []
+    kernels, workloads, cards, differences, samples, seconds = set(), set(), set(), [], [], []
     runs = other_card = 0
     recent = []
     by_card = {True: [], False: [], None: []}
@@ -34,6 +34,12 @@ def main(folder: Path, since: str = "") -> None:
             if not old:
                 runs += 1
                 kernels.add(entry["kernel"]["slug"])
+                # The sweep's target: kernel, workload, provider, pass and metric.
+                workloads.add(
+                    (entry["kernel"]["slug"], entry["workload"]["slug"], entry["implementation"]["provider"])
+                    + (run["operation_mode"], run["metric"])
+                )
+                cards.update(job["gpu_uuid"] for job in jobs if job.get("gpu_uuid"))
             for job in jobs:
                 sampling = job.get("sampling") or {}
                 if job["kind"] == "measure" and not old:
@@ -59,7 +65,10 @@ def main(folder: Path, since: str = "") -> None:
                     differences.append((abs(job["deviation"]), run["median"]))
     total = sum(verdicts.values())
     agree = sum(n for (_, verdict), n in verdicts.items() if verdict == "agrees")
-    print(f"runs under KernelIndex's protocols: {runs}, kernels: {len(kernels)}")
+    print(
+        f"runs under KernelIndex's protocols: {runs}, kernels: {len(kernels)}, distinct workloads: "
+        f"{len(workloads)}, physical cards: {len(cards)}"
+    )
     print(
         f"reruns with a verdict: {total} ({other_card} on the other card); agree: {agree} ({agree / total:.0%})"
     )
