@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from registry.models import BenchmarkRun, JobKind, JobState, Kernel, RerunJob, Workload
 from registry.reruns import controlled
-from registry.reruns.harness import KERNELS, protocol_for
+from registry.reruns.harness import KERNELS, local_gpus, protocol_for
 from registry.reruns.harness.spec import Refused, plan_for
 from registry.reruns.services import JobRefused, job_cancel, measure_request, rerun_request
 from registry.reruns.services.worker import job_spec
@@ -190,10 +190,17 @@ def sweep(
     wanted = set(todo)
     rerun_done = _reruns_done()
     to_rerun = deque(run for t, run in done.items() if t in wanted and reruns and run.pk not in rerun_done)
+    cross_card = []
     if reruns and resume:
         to_rerun.extend(_legacy_runs(gpu_slug, kernels, current=done.values()))
+        host_cards = {uuid for _, uuid in local_gpus()[:gpus] if uuid}
+        cross_card = _same_card_runs(
+            [run for t, run in done.items() if t in wanted], elsewhere_than=host_cards
+        )
+        to_rerun.extend(cross_card)
     log(
-        f"{len(todo)} targets: {len(done)} measured already, {len(pending)} to measure, {len(to_rerun)} to rerun"
+        f"{len(todo)} targets: {len(done)} measured already, {len(pending)} to measure, {len(to_rerun)} to rerun "
+        f"({len(cross_card)} of them rerun so far only on the card that measured them)"
     )
     fleet = Fleet(gpu_slug=gpu_slug, gpus=gpus, log_dir=out / "logs")
     in_flight: dict[int, Target | None] = {}
@@ -251,6 +258,29 @@ def _legacy_runs(gpu_slug: str, kernels, *, current) -> list[BenchmarkRun]:
         runs = runs.filter(kernel__slug__in=kernels)
     with_verdict = RerunJob.objects.filter(kind=JobKind.RERUN).exclude(verdict="").values("run_id")
     return list(runs.exclude(pk__in=with_verdict).exclude(rerun_jobs__state__in=["queued", "running"]))
+
+
+def _same_card_runs(runs: list[BenchmarkRun], *, elsewhere_than: set[str]) -> list[BenchmarkRun]:
+    """Of `runs`, those whose every judged rerun ran on the card that measured them (a one-GPU
+    host reruns there), measured on a card that is not one of `elsewhere_than` (this host's
+    cards), with no rerun under way: rerun once more here, so that their verdict rests on two
+    physical GPUs. A card that is not known (a CPU, a job without a UUID) counts as neither; in
+    three queries."""
+    if not elsewhere_than:
+        return []
+    measured_on = dict(
+        RerunJob.objects.filter(kind=JobKind.MEASURE, result_run__in=runs)
+        .exclude(gpu_uuid="")
+        .values_list("result_run_id", "gpu_uuid")
+    )
+    reruns = RerunJob.objects.filter(kind=JobKind.RERUN, run__in=list(measured_on))
+    busy = set(reruns.active().values_list("run_id", flat=True))
+    judged = reruns.exclude(verdict="").exclude(gpu_uuid="").values_list("run_id", "gpu_uuid")
+    on_its_card, elsewhere = set(), set()
+    for run_id, card in judged:
+        (on_its_card if card == measured_on[run_id] else elsewhere).add(run_id)
+    wanted = on_its_card - elsewhere - busy
+    return [run for run in runs if run.pk in wanted and measured_on[run.pk] not in elsewhere_than]
 
 
 def _reruns_done() -> set[int]:

@@ -1,7 +1,8 @@
 """The controlled sweep through the real pipeline on the CPU (`manage.py controlled_sweep --gpu
 cpu`): its own fleet of Celery worker processes measures each target, reruns each result, the
 recorder gives every rerun a verdict, and the export is data that loads again. Cut short, it goes
-on where it stopped: a second sweep over a longer list measures only what the first left."""
+on where it stopped: a second sweep over a longer list measures only what the first left; on a
+host with other cards, a run so far rerun only on the card that measured it is rerun there."""
 
 import pytest
 
@@ -40,7 +41,9 @@ def controlled_runs():
     return BenchmarkRun.objects.filter(source__slug=controlled.CONTROLLED_SOURCE["slug"])
 
 
-def test_a_sweep_measures_reruns_judges_and_exports_then_resumes_where_it_stopped(fleet_env, tmp_path):
+def test_a_sweep_measures_reruns_judges_and_exports_then_resumes_where_it_stopped(
+    fleet_env, tmp_path, monkeypatch
+):
     csv_import(tmp_path / "cpu.csv", small_cpu_rows(3))
     out = tmp_path / "controlled"
     out.mkdir()
@@ -70,3 +73,26 @@ def test_a_sweep_measures_reruns_judges_and_exports_then_resumes_where_it_stoppe
     assert controlled_runs().count() == 3
     assert RerunJob.objects.filter(kind=JobKind.MEASURE).count() == 3
     assert len(controlled.controlled_document_read(exported)["runs"]) == 3
+
+    # A later sweep on another host. A CPU has no card UUID, so the cards are named here: the
+    # first two runs were measured and rerun on card A (a one-GPU host), and this host has card B.
+    first_two = list(controlled_runs().order_by("pk")[:2])
+    RerunJob.objects.filter(result_run__in=first_two).update(gpu_uuid="GPU-card-A")
+    RerunJob.objects.filter(run__in=first_two).update(gpu_uuid="GPU-card-A")
+    monkeypatch.setattr(sweep, "local_gpus", lambda: (("cpu", "GPU-card-B"),))
+
+    third = sweep.sweep(gpu_slug="cpu", gpus=1, out=out, deadline_s=DEADLINE_S, limit=3, log=print)
+
+    # Only those two are rerun (the third run's card is unknown), each once more, with a verdict.
+    assert (third["measured"], third["reruns"], third["left"]) == (0, 2, 0), third
+    for run in first_two:
+        reruns = RerunJob.objects.filter(kind=JobKind.RERUN, run=run).order_by("pk")
+        assert reruns.count() == 2
+        assert reruns.last().verdict in {"agrees", "disagrees", "inconclusive"}, reruns.last().error
+    # Once a rerun of each has run on card B, nothing is left to check on another card.
+    RerunJob.objects.filter(run__in=first_two, gpu_uuid="").update(gpu_uuid="GPU-card-B")
+    assert sweep._same_card_runs(first_two, elsewhere_than={"GPU-card-C"}) == []
+    # And a host holding card A itself cannot give them a second card.
+    RerunJob.objects.filter(run=first_two[0], gpu_uuid="GPU-card-B").update(gpu_uuid="GPU-card-A")
+    assert sweep._same_card_runs(first_two, elsewhere_than={"GPU-card-A"}) == []
+    assert sweep._same_card_runs(first_two, elsewhere_than={"GPU-card-C"}) == [first_two[0]]

@@ -21,7 +21,15 @@ from registry.reruns.harness.kernels import KERNELS
 from registry.reruns.harness.session import session_run
 from registry.reruns.harness.spec import Refused, plan_for
 
-__all__ = ["KERNELS", "LIGER_KERNEL_VERSION", "local_gpu", "local_gpu_slug", "protocol_for", "run_job_spec"]
+__all__ = [
+    "KERNELS",
+    "LIGER_KERNEL_VERSION",
+    "local_gpu",
+    "local_gpu_slug",
+    "local_gpus",
+    "protocol_for",
+    "run_job_spec",
+]
 
 # What a harness answer carries into the job's result, beside status, log and protocol.
 RESULT_FIELDS = (
@@ -65,27 +73,32 @@ def run_job_spec(spec: dict, *, timeout_s: float) -> dict:
 
 
 @functools.cache
-def local_gpu() -> tuple[str, str]:
-    """(model slug, UUID) of this process's CUDA device 0 (after CUDA_VISIBLE_DEVICES), or
-    ("cpu", "") without one. The slug is the importer's ("NVIDIA A100-SXM4-80GB" ->
+def local_gpus() -> tuple[tuple[str, str], ...]:
+    """(model slug, UUID) of every CUDA device this process sees (after CUDA_VISIBLE_DEVICES), in
+    CUDA's order; () without one. The slug is the importer's ("NVIDIA A100-SXM4-80GB" ->
     "nvidia-a100-sxm4-80gb"). Asked in a child process, so that the worker itself never
     initialises CUDA (a forked pool process could not use it afterwards)."""
     probe = (
         "import torch\n"
-        "if torch.cuda.is_available():\n"
-        "    p = torch.cuda.get_device_properties(0)\n"
+        "for i in range(torch.cuda.device_count() if torch.cuda.is_available() else 0):\n"
+        "    p = torch.cuda.get_device_properties(i)\n"
         "    u = str(getattr(p, 'uuid', '') or '')\n"
-        "    print(torch.cuda.get_device_name(0) + '\\t' + (u if not u or u.startswith('GPU-') else 'GPU-' + u))\n"
-        "else:\n"
-        "    print('')\n"
+        "    print(torch.cuda.get_device_name(i) + '\\t' + (u if not u or u.startswith('GPU-') else 'GPU-' + u))\n"
     )
     try:
         out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.SubprocessError):
-        return "cpu", ""
-    line = out.stdout.strip().splitlines()[-1] if out.returncode == 0 and out.stdout.strip() else ""
-    name, _, uuid = line.partition("\t")
-    return gpu_slug(name), uuid
+        return ()
+    lines = out.stdout.splitlines() if out.returncode == 0 else []
+    return tuple(
+        (gpu_slug(name), uuid) for name, tab, uuid in (line.partition("\t") for line in lines) if tab
+    )
+
+
+def local_gpu() -> tuple[str, str]:
+    """(model slug, UUID) of this process's CUDA device 0, or ("cpu", "") without one."""
+    gpus = local_gpus()
+    return gpus[0] if gpus else ("cpu", "")
 
 
 def local_gpu_slug() -> str:
