@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from registry.models import BenchmarkRun, JobKind, RerunJob, Verdict
+from registry.models import BenchmarkRun, JobKind, Metric, RerunJob, Verdict
 from registry.reruns.harness import stats
 
 SAMPLES_LIMIT = 20_000  # the most samples one result may carry
@@ -49,7 +49,10 @@ def run_judgement(run: BenchmarkRun, *, samples: list, upstream: dict | None, fi
             stats.Side(median=run.median, p20=run.p20, p80=run.p80),
             "upstream",
         )
-    point, low, high, how = stats.difference_interval(new, old, spread_from=samples)
+    # A memory benchmark's peaks are not a sequence of timed calls: no batches (stats.batch_medians).
+    point, low, high, how = stats.difference_interval(
+        new, old, spread_from=samples, batched=run.metric == Metric.LATENCY
+    )
     tolerance = settings.RERUN_TOLERANCE
     return Judgement(
         basis, new, old, point, low, high, how, stats.verdict(low, high, tolerance), tolerance, measured_by

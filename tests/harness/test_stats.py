@@ -106,6 +106,73 @@ class TestBootstrapOverBothSides:
         assert stats.verdict(low, high, 0.02) == "agrees"
 
 
+class TestSamplesThatMoveTogether:
+    """Consecutive calls are not independent (a third of the shipped H200 jobs have a lag-1
+    autocorrelation above 0.3): the verdict's bootstrap resamples the medians of consecutive
+    batches, so that a stretch of samples that moved together counts once."""
+
+    def test_batch_medians_are_the_medians_of_ten_consecutive_batches(self):
+        assert list(stats.batch_medians(range(1, 22))) == [
+            2,
+            4.5,
+            6.5,
+            8.5,
+            10.5,
+            12.5,
+            14.5,
+            16.5,
+            18.5,
+            20.5,
+        ]
+        assert list(stats.batch_medians(range(10))) == [0.5, 2.5, 4.5, 6.5, 8.5]  # batches of two
+        assert list(stats.batch_medians([1.0, 2.0, 3.0])) == [1.0, 2.0, 3.0]  # no two batches to form
+
+    def test_an_op_that_drifts_through_both_jobs_is_not_called_reproduced_on_the_strength_of_its_count(
+        self,
+    ):
+        # Both jobs descend 6% from first call to last (a card settling at its power cap); the
+        # rerun is 1% slower throughout. Counted as 100 independent draws a side, the interval
+        # would be about +0.2% to +1.8%: "agrees". Ten batches a side say what 100 such calls
+        # really pin down.
+        rng = np.random.default_rng(1)
+        drift = np.linspace(1.03, 0.97, 100)
+        old = 0.9 * drift * rng.lognormal(0.0, 0.001, 100)
+        new = 0.9 * 1.01 * drift * rng.lognormal(0.0, 0.001, 100)
+
+        _, low, high, how = stats.difference_interval(stats.Side(samples=new), stats.Side(samples=old))
+        _, iid_low, iid_high, _ = stats.difference_interval(
+            stats.Side(samples=new), stats.Side(samples=old), batched=False
+        )
+
+        assert stats.verdict(iid_low, iid_high, 0.02) == "agrees"
+        assert stats.verdict(low, high, 0.02) == "inconclusive", (low, high)
+        assert "10 and 10 consecutive batches" in how
+
+    def test_two_runs_that_caught_two_levels_in_different_shares_are_not_called_different(self):
+        # An op that switches between two speeds for long stretches: the measurement spent 70% of
+        # its calls at the fast level, the rerun 30%. Independent draws would make the 10%
+        # between the levels a firm disagreement.
+        rng = np.random.default_rng(2)
+        old = np.array([0.9] * 70 + [0.99] * 30) * rng.lognormal(0.0, 0.001, 100)
+        new = np.array([0.9] * 30 + [0.99] * 70) * rng.lognormal(0.0, 0.001, 100)
+
+        _, low, high, _ = stats.difference_interval(stats.Side(samples=new), stats.Side(samples=old))
+        _, iid_low, iid_high, _ = stats.difference_interval(
+            stats.Side(samples=new), stats.Side(samples=old), batched=False
+        )
+
+        assert stats.verdict(iid_low, iid_high, 0.02) == "disagrees"
+        assert stats.verdict(low, high, 0.02) == "inconclusive", (low, high)
+
+    def test_independent_samples_of_one_op_still_agree(self):
+        rng = np.random.default_rng(4)
+        old, new = rng.lognormal(0.0, 0.01, 200), rng.lognormal(0.0, 0.01, 200)
+
+        _, low, high, _ = stats.difference_interval(stats.Side(samples=new), stats.Side(samples=old))
+
+        assert stats.verdict(low, high, 0.02) == "agrees", (low, high)
+
+
 class TestSidesWithoutSamples:
     def test_a_single_call_source_is_one_draw_spread_like_the_reruns_single_calls(self):
         rerun = np.random.default_rng(11).lognormal(np.log(10.0), 0.03, 200)

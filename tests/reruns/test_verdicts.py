@@ -5,10 +5,12 @@ so. A run is judged under its own protocol: a controlled run on samples against 
 run on upstream's own do_bench figure."""
 
 import copy
+import io
 import json
 
 import numpy as np
 import pytest
+from django.core.management import call_command
 
 from attestations.models import IssueReport
 from registry.models import BenchmarkRun, EvidenceLevel, JobState, Kernel, RerunJob
@@ -26,6 +28,7 @@ from registry.reruns.services import (
     job_message_check,
     measure_request,
     rerun_record_result,
+    rerun_rejudge,
     rerun_request,
 )
 from tests.reruns.conftest import harness_result, spread_samples
@@ -286,6 +289,92 @@ class TestTheRerunAvoidsTheMeasuringCard:
         assert tasks.job_execute.apply(args=[job.pk], kwargs=job_message(job)).get() == "ok"
         job.refresh_from_db()
         assert (job.state, job.attempts) == (JobState.RUNNING, 1)
+
+
+class TestJudgedAgain:
+    """rerun_rejudge: a finished rerun judged again, from the samples it keeps, under today's
+    statistics; what it had is kept, the level follows the evidence rule, and twice is once."""
+
+    @pytest.fixture
+    def drifting(self, controlled_run):
+        """A rerun of `controlled_run` on card B whose samples, like the measurement's, drift
+        through the job: judged "agrees" by a bootstrap over single samples (as before batches),
+        "inconclusive" by today's."""
+        drift = list(np.linspace(1.03, 0.97, 100))
+        measure = controlled_run.measured_by_jobs.get()
+        RerunJob.objects.filter(pk=measure.pk).update(samples=[0.9 * d for d in drift])
+        job = rerun(
+            controlled_run, harness_result(0.909, samples=[0.909 * d for d in drift], gpu_uuid=CARD_B)
+        )
+        assert job.verdict == "inconclusive"
+        RerunJob.objects.filter(pk=job.pk).update(
+            verdict="agrees", deviation_low=0.002, deviation_high=0.018, verdict_note="judged before batches"
+        )
+        BenchmarkRun.objects.filter(pk=controlled_run.pk).update(evidence_level=EvidenceLevel.REPRODUCED)
+        return job
+
+    def test_the_verdict_changes_the_earlier_one_is_kept_and_the_run_is_no_longer_reproduced(
+        self, controlled_run, drifting
+    ):
+        assert rerun_rejudge(job_id=drifting.pk) == ("agrees", "inconclusive")
+
+        drifting.refresh_from_db()
+        controlled_run.refresh_from_db()
+        assert (drifting.verdict, drifting.state) == ("inconclusive", JobState.SUCCEEDED)
+        assert drifting.deviation_low < 0 and drifting.deviation_high > 0.02
+        (earlier,) = drifting.sampling["earlier_judgements"]
+        assert (earlier["verdict"], earlier["deviation_high"], earlier["verdict_note"]) == (
+            "agrees",
+            0.018,
+            "judged before batches",
+        )
+        assert controlled_run.evidence_level == EvidenceLevel.MEASURED
+        assert drifting.samples == [0.909 * d for d in np.linspace(1.03, 0.97, 100)]  # measurements untouched
+
+    def test_judging_again_twice_changes_nothing_the_second_time(self, drifting):
+        rerun_rejudge(job_id=drifting.pk)
+        drifting.refresh_from_db()
+        first = (drifting.verdict, drifting.deviation_low, drifting.deviation_high, drifting.sampling)
+
+        assert rerun_rejudge(job_id=drifting.pk) == ("inconclusive", "inconclusive")
+
+        drifting.refresh_from_db()
+        assert (drifting.verdict, drifting.deviation_low, drifting.deviation_high, drifting.sampling) == first
+
+    def test_another_agreeing_rerun_keeps_the_run_reproduced(self, controlled_run, drifting):
+        other = rerun(controlled_run, harness_result(0.9, gpu_uuid=CARD_B))
+        RerunJob.objects.filter(pk=other.pk).update(verdict="agrees")  # as its own judgement had it
+
+        rerun_rejudge(job_id=drifting.pk)
+
+        controlled_run.refresh_from_db()
+        assert controlled_run.evidence_level == EvidenceLevel.REPRODUCED
+
+    def test_a_rerun_that_comes_to_disagree_diverges_and_opens_one_report(self, controlled_run):
+        job = rerun(controlled_run, harness_result(0.99, gpu_uuid=CARD_B))
+        assert job.verdict == "disagrees" and IssueReport.objects.count() == 1
+        RerunJob.objects.filter(pk=job.pk).update(verdict="inconclusive", state=JobState.SUCCEEDED)
+
+        assert rerun_rejudge(job_id=job.pk) == ("inconclusive", "disagrees")
+        assert rerun_rejudge(job_id=job.pk) == ("disagrees", "disagrees")
+
+        job.refresh_from_db()
+        assert job.state == JobState.DIVERGED
+        assert IssueReport.objects.count() == 2  # the first recording's, and this judgement's
+
+    def test_the_command_judges_every_rerun_again_and_says_what_changed(self, controlled_run, drifting):
+        out = io.StringIO()
+        call_command("rejudge_reruns", "--gpu", "nvidia-h200", stdout=out)
+
+        assert "agrees -> inconclusive 1" in " ".join(out.getvalue().split())
+        assert "1 rerun(s) judged again, 1 changed" in out.getvalue()
+        controlled_run.refresh_from_db()
+        assert controlled_run.evidence_level == EvidenceLevel.MEASURED
+
+    def test_a_job_without_a_verdict_is_not_judged(self, controlled_run):
+        job = rerun_request(run=controlled_run)
+
+        assert rerun_rejudge(job_id=job.pk) is None
 
 
 def shipped_entry(level: str) -> dict:

@@ -4,13 +4,13 @@ their results, one module per concern:
 - `request`: rerun_request, measure_request, ceilings_request, job_cancel, sending a job's message;
 - `signing`: the signed job message a worker checks before it runs anything;
 - `worker`: claims, heartbeats, the result-sent mark, failures;
-- `record`: rerun_record_result, the evidence rule;
+- `record`: rerun_record_result, the evidence rule, and rerun_rejudge;
 - `measured_run`: a controlled run as a registry record (the recorder and the loader share it);
 - `reconcile`: jobs_reconcile;
 - `ceilings`: a GPU model's measured ceilings, from a ceilings job or a shipped file.
 
-The evidence rule lives in one place, `rerun_record_result`. Requesting, claiming, heartbeats,
-failures, divergence and reconciliation never touch the level.
+The evidence rule lives in one module, `record` (`rerun_record_result`, `rerun_rejudge`).
+Requesting, claiming, heartbeats, failures, divergence and reconciliation never touch the level.
 """
 
 from registry.reruns.services.measured_run import (
@@ -20,7 +20,7 @@ from registry.reruns.services.measured_run import (
     measured_run_from_job,
 )
 from registry.reruns.services.reconcile import jobs_reconcile
-from registry.reruns.services.record import rerun_record_result
+from registry.reruns.services.record import rerun_record_result, rerun_rejudge
 from registry.reruns.services.request import (
     JobRefused,
     MeasureRequest,
@@ -65,5 +65,6 @@ __all__ = [
     "measured_run_create",
     "measured_run_from_job",
     "rerun_record_result",
+    "rerun_rejudge",
     "rerun_request",
 ]

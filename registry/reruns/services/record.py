@@ -1,7 +1,9 @@
 """Recording a job's result: the evidence rule.
 
 The only code that changes an evidence level: in the transaction that finishes a job it sets
-`reproduced` on a rerun that agreed, or creates the `measured` run of a measure job.
+`reproduced` on a rerun that agreed, or creates the `measured` run of a measure job; and, when a
+finished rerun is judged again under today's statistics (`rerun_rejudge`), it keeps `reproduced`
+only while one of the run's reruns agrees.
 """
 
 import math
@@ -14,7 +16,7 @@ from registry.models import BenchmarkRun, EvidenceLevel, JobKind, JobState, Reru
 from registry.reruns.harness import stats
 from registry.reruns.judgement import SAMPLES_LIMIT, judgement_note, run_judgement
 from registry.reruns.services.ceilings import CeilingRejected, ceiling_fields, measured_ceiling_create
-from registry.reruns.services.measured_run import measured_run_from_job
+from registry.reruns.services.measured_run import CONTROLLED_SOURCE, measured_run_from_job
 from registry.reruns.services.worker import LOG_LIMIT, bounded_log
 from registry.services.changes import changes_detect
 
@@ -102,6 +104,66 @@ def _result_store(job: RerunJob, result: dict) -> None:
 def _rerun_judge(job: RerunJob) -> None:
     """The verdict on a rerun (`run_judgement`); a disagreeing one diverges and opens a report."""
     run = BenchmarkRun.objects.select_for_update().select_related("protocol").get(pk=job.run_id)
+    _judgement_store(job, run)
+    if job.verdict == Verdict.DISAGREES:
+        _divergence_report_open(job)
+    elif job.verdict == Verdict.AGREES and run.evidence_level != EvidenceLevel.REPRODUCED:
+        BenchmarkRun.objects.filter(pk=run.pk).update(
+            evidence_level=EvidenceLevel.REPRODUCED, updated_at=timezone.now()
+        )
+
+
+JUDGEMENT_FIELDS = ("verdict", "deviation", "deviation_low", "deviation_high", "tolerance", "verdict_note")
+
+
+@transaction.atomic
+def rerun_rejudge(*, job_id: int) -> tuple[str, str] | None:
+    """Judge a finished rerun again, from the samples it keeps, under today's statistics and
+    tolerance (`run_judgement`), in one transaction; returns (verdict before, verdict now), or
+    None for a job without a verdict (unfinished, failed, or judged before verdicts existed).
+
+    A judgement that comes out the same changes nothing, so running it twice is safe. Otherwise
+    the judgement it had is kept in `sampling["earlier_judgements"]`, and the run's level follows
+    the evidence rule: `reproduced` while any of its reruns agrees, else the level it has without
+    one (`measured` for a controlled run, `reported` for a source's). A rerun that comes to
+    disagree diverges and opens an issue report, as when it was recorded; one that no longer
+    disagrees leaves its report to the moderators."""
+    job = (
+        RerunJob.objects.select_for_update(of=("self",))
+        .filter(pk=job_id, kind=JobKind.RERUN, state__in=(JobState.SUCCEEDED, JobState.DIVERGED))
+        .exclude(verdict="")
+        .first()
+    )
+    if job is None:
+        return None
+    run = BenchmarkRun.objects.select_for_update().select_related("protocol", "source").get(pk=job.run_id)
+    before = {name: getattr(job, name) for name in JUDGEMENT_FIELDS}
+    _judgement_store(job, run)
+    if all(getattr(job, name) == value for name, value in before.items()):
+        return before["verdict"], job.verdict
+    earlier = [
+        *job.sampling.get("earlier_judgements", []),
+        {**before, "judged_at": timezone.now().isoformat()},
+    ]
+    job.sampling = {**job.sampling, "earlier_judgements": earlier}
+    job.save(update_fields=[*JUDGEMENT_FIELDS, "state", "sampling"])
+    if job.verdict == Verdict.DISAGREES and before["verdict"] != Verdict.DISAGREES:
+        _divergence_report_open(job)
+    agreeing = RerunJob.objects.filter(run=run, kind=JobKind.RERUN, verdict=Verdict.AGREES).exists()
+    if agreeing:
+        level = EvidenceLevel.REPRODUCED
+    elif run.source.slug == CONTROLLED_SOURCE["slug"]:
+        level = EvidenceLevel.MEASURED
+    else:
+        level = EvidenceLevel.REPORTED
+    if level != run.evidence_level:
+        BenchmarkRun.objects.filter(pk=run.pk).update(evidence_level=level, updated_at=timezone.now())
+    generation_bump()
+    return before["verdict"], job.verdict
+
+
+def _judgement_store(job: RerunJob, run: BenchmarkRun) -> None:
+    """Set the rerun's verdict, its interval and its state from `run_judgement`."""
     judged = run_judgement(
         run, samples=job.samples, upstream=job.upstream, figures=(job.median, job.p20, job.p80)
     )
@@ -116,15 +178,7 @@ def _rerun_judge(job: RerunJob) -> None:
         "same_gpu": same_gpu if measured_by and measured_by.gpu_uuid and job.gpu_uuid else None,
     }
     job.verdict_note = judgement_note(judged, subject="Rerun")
-    if job.verdict == Verdict.DISAGREES:
-        job.state = JobState.DIVERGED
-        _divergence_report_open(job)
-        return
-    job.state = JobState.SUCCEEDED
-    if job.verdict == Verdict.AGREES and run.evidence_level != EvidenceLevel.REPRODUCED:
-        BenchmarkRun.objects.filter(pk=run.pk).update(
-            evidence_level=EvidenceLevel.REPRODUCED, updated_at=timezone.now()
-        )
+    job.state = JobState.DIVERGED if job.verdict == Verdict.DISAGREES else JobState.SUCCEEDED
 
 
 def _figures(value) -> dict:
