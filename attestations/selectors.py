@@ -3,7 +3,8 @@
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import F, Value
+from django.core.cache import cache
+from django.db.models import F, Subquery, Value
 
 from attestations.models import (
     Attestation,
@@ -115,15 +116,49 @@ class OwnSubmission:
 
 def run_personal(user, run_pk: int) -> dict:
     """What one visitor has of their own on a run page: their reproductions and notes not yet
-    approved (approved ones are in the public section) and their issue reports, in one query; for
-    a moderator, the run's queues. Not staff (every contributor): no permission query, since
-    moderators reach their queues through the admin, which needs staff status."""
+    approved (approved ones are in the public section) and their issue reports, in one query, or
+    none for a user known to have filed nothing (`FILINGS_KEY`); for a moderator, the run's queues.
+    Not staff (every contributor): no permission query, since moderators reach their queues through
+    the admin, which needs staff status."""
     if user is None or not user.is_authenticated:
         return {}
     return {"submissions": _own_submissions(user, run_pk), "moderation": _run_moderation(user, run_pk)}
 
 
+# Most signed-in visitors have filed nothing, and their run pages need not ask the database for
+# their submissions. The cache says so per user: FILED_NOTHING, stored by the query below when it
+# finds nothing of theirs on any run, skips the query; FILED, stored by every service that creates
+# a user's attestation or issue report (`filings_changed`) before its transaction commits,
+# replaces it, and keeps a query that read the database before that commit from storing
+# FILED_NOTHING after it (`cache.add` stores nothing over FILED). A marker lost from the cache only
+# costs the query again; a filing created outside those services (a shell, a fixture) calls
+# `filings_changed` itself. The timeout bounds how long a missed call could hide one.
+FILINGS_KEY = "kernelindex:filings:{user_pk}"
+FILED_NOTHING, FILED = "nothing", "filed"
+FILINGS_MARKER_SECONDS = 86400
+
+
+def filings_changed(*, user_pk: int) -> None:
+    """Call when a user files something, before the transaction that creates it commits."""
+    cache.set(FILINGS_KEY.format(user_pk=user_pk), FILED, FILINGS_MARKER_SECONDS)
+
+
+def _filed_nothing_remember(user_pk: int) -> None:
+    cache.add(FILINGS_KEY.format(user_pk=user_pk), FILED_NOTHING, FILINGS_MARKER_SECONDS)
+
+
 def _own_submissions(user, run_pk: int) -> list[OwnSubmission]:
+    if cache.get(FILINGS_KEY.format(user_pk=user.pk)) == FILED_NOTHING:
+        return []
+    rows = list(_own_rows(user, run_pk).order_by("-created_at", "-pk"))
+    if not rows:
+        _filed_nothing_remember(user.pk)
+    return [_own_submission(*row) for row in rows if row[0] != "anywhere"]
+
+
+def _own_rows(user, run_pk: int):
+    """The user's submissions on the run, and at most one attestation and one issue report of
+    theirs from any run ("anywhere", in any state): no row at all means they filed nothing."""
     columns = ("what", "pk", "label", "state", "created_at")
     attestations = (
         Attestation.objects.filter(run_id=run_pk, author=user)
@@ -138,8 +173,19 @@ def _own_submissions(user, run_pk: int) -> list[OwnSubmission]:
         .values_list(*columns)
         .order_by()
     )
-    rows = attestations.union(reports, all=True).order_by("-created_at", "-pk")
-    return [_own_submission(*row) for row in rows]
+    any_attestation = Attestation.objects.filter(author=user).order_by().values("pk")[:1]
+    any_report = IssueReport.objects.filter(reporter=user).order_by().values("pk")[:1]
+    anywhere = [
+        Attestation.objects.filter(pk=Subquery(any_attestation))
+        .annotate(what=Value("anywhere"), label=F("kind"))
+        .values_list(*columns)
+        .order_by(),
+        IssueReport.objects.filter(pk=Subquery(any_report))
+        .annotate(what=Value("anywhere"), label=F("category"))
+        .values_list(*columns)
+        .order_by(),
+    ]
+    return attestations.union(reports, *anywhere, all=True)
 
 
 def _own_submission(what, pk, label, state, created_at) -> OwnSubmission:

@@ -38,6 +38,7 @@ from attestations.models import (
 )
 from attestations.notifications import MODERATORS_GROUP
 from attestations.reproduction_files import result_file_check
+from attestations.selectors import filings_changed
 from attestations.tasks import notify
 from registry.cache import generation_bump
 from registry.models import BenchmarkRun, RerunJob, Verdict
@@ -133,6 +134,7 @@ def attestation_submit(
             attestation = Attestation.objects.create(run=run, author=author, content_digest=digest, **fields)
     except IntegrityError:  # the same content, submitted twice at once
         raise _duplicate() from None
+    filings_changed(user_pk=author.pk)  # their run pages ask for their submissions again
     _audit(
         actor=author,
         target=attestation,
@@ -187,6 +189,7 @@ def reproduction_file_submit(
             attestation = Attestation.objects.create(run=run, author=author, content_digest=digest, **fields)
     except IntegrityError:
         raise _duplicate() from None
+    filings_changed(user_pk=author.pk)
     _audit(actor=author, target=attestation, action="submitted", to_state=AttestationState.PENDING)
     return attestation
 
@@ -422,6 +425,8 @@ def issue_report_create(
             )
     except IntegrityError:
         raise _duplicate() from None
+    if reporter is not None:
+        filings_changed(user_pk=reporter.pk)
     _audit(actor=reporter, target=report, action="filed", to_state=IssueReportState.OPEN)
     return report
 

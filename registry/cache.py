@@ -26,7 +26,9 @@ for the request at hand between two HTML comments; for a signed-in request the s
 page is read (or rendered as an anonymous request and stored, on a miss) and each marked region
 is rendered again for this visitor, so only the header, their own submissions and their controls
 are rendered per request, from the database, never from the cache: a user's own write shows on
-the next request. The read API's bodies do not depend on who asks (no serializer reads the user),
+the next request. (One fact comes from the cache: that a user has filed nothing at all, which
+skips the query for their submissions; every filing service replaces it before its commit,
+`attestations.selectors.FILINGS_KEY`.) The read API's bodies do not depend on who asks (no serializer reads the user),
 so a signed-in API request is served and stored like an anonymous one.
 """
 

@@ -3,22 +3,28 @@ visitor's own regions rendered per request (the header's account links, their me
 submissions on a run, a moderator's controls). Their own write shows on the next request; what
 the shared part costs does not grow with the registry; nobody sees anyone else's."""
 
+import json
 import re
 
 import pytest
 from django.contrib.auth.models import AnonymousUser
+from django.core.cache import cache
 from django.db import connection
 from django.http import HttpResponse
 from django.middleware.csrf import get_token
-from django.test import RequestFactory
+from django.test import Client, RequestFactory
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
+from attestations import selectors, services
 from attestations.models import Attestation, IssueReport
 from registry import cache as page_cache
 from registry.models import BenchmarkRun
 from tests.attestations.conftest import REPRODUCTION, submit_note
+from tests.attestations.test_data_reproductions import result_file
+from tests.faults.support import small_cpu_rows
+from tests.reruns.conftest import csv_import
 from tests.site.conftest import liger_rows
 from tests.site.test_query_counts import LARGE, SMALL, _run
 
@@ -30,10 +36,11 @@ PAGES = {
 }
 # Queries of a signed-in request once the shared part is stored: the user (the session is read
 # from the cache), and on the run page the visitor's own attestations and issue reports (one
-# query); a moderator's permissions (two) and the run's two queues on top. The rest of the page
-# comes from the cache.
+# query, skipped for a user known to have filed nothing); a moderator's permissions (two) and
+# the run's two queues on top. The rest of the page comes from the cache.
 CONTRIBUTOR_QUERIES = {"run page": 2, "kernel page": 1, "compare page": 1, "API runs": 1}
-MODERATOR_RUN_PAGE_QUERIES = 6
+NOTHING_FILED_RUN_PAGE_QUERIES = 1
+MODERATOR_RUN_PAGE_QUERIES = 5  # a moderator who has filed nothing, as the tests' one has
 
 
 def without_personal_regions(content: bytes) -> bytes:
@@ -159,6 +166,101 @@ class TestTheirOwnSubmissionsShowAtOnce:
         assert marker not in page.content and b"Only the author" not in page.content
         client.logout()
         assert marker not in client.get(run.get_absolute_url()).content
+
+
+def _filings_marker_clear(user) -> None:
+    cache.delete(selectors.FILINGS_KEY.format(user_pk=user.pk))
+
+
+def _own_attestation(page, attestation) -> bool:
+    return f'id="own-attestation-{attestation.pk}"'.encode() in page.content
+
+
+@pytest.mark.django_db
+class TestAUserWhoHasFiledNothingIsNotAskedForTheirSubmissions:
+    def test_their_run_page_hit_takes_one_query_fewer_than_a_contributors(
+        self, client, registry, contributor
+    ):
+        url = PAGES["run page"]()
+        client.force_login(contributor)
+        client.get(url)  # stores the shared part; finds nothing of theirs anywhere
+        assert _queries(client, url) == NOTHING_FILED_RUN_PAGE_QUERIES == CONTRIBUTOR_QUERIES["run page"] - 1
+
+    @pytest.mark.parametrize("kind", ["note", "reproduction"])
+    def test_their_first_attestation_shows_on_the_next_request(self, client, registry, contributor, kind):
+        run = _run()
+        client.force_login(contributor)
+        client.get(run.get_absolute_url())
+        assert _queries(client, run.get_absolute_url()) == NOTHING_FILED_RUN_PAGE_QUERIES
+        data = {**REPRODUCTION, "kind": kind}
+        assert client.post(reverse("attestations:attestation-create", args=[run.pk]), data).status_code == 302
+        page = client.get(run.get_absolute_url())
+        assert _own_attestation(page, Attestation.objects.get(author=contributor))
+        assert _queries(client, run.get_absolute_url()) == CONTRIBUTOR_QUERIES["run page"]
+
+    def test_their_first_issue_report_shows_on_the_next_request(self, client, registry, contributor):
+        run = _run()
+        client.force_login(contributor)
+        client.get(run.get_absolute_url())
+        assert _queries(client, run.get_absolute_url()) == NOTHING_FILED_RUN_PAGE_QUERIES
+        data = {"category": "wrong_environment", "description": "The driver version is not recorded."}
+        assert client.post(reverse("attestations:report-create", args=[run.pk]), data).status_code == 302
+        report = IssueReport.objects.get(reporter=contributor)
+        assert f'id="own-report-{report.pk}"'.encode() in client.get(run.get_absolute_url()).content
+
+    def test_a_result_file_uploaded_with_their_token_shows_on_their_signed_in_page(
+        self, client, tmp_path, contributor
+    ):
+        csv_import(tmp_path / "runs.csv", small_cpu_rows(1))
+        run = BenchmarkRun.objects.public().get(environment__slug="cpu")
+        client.force_login(contributor)
+        client.get(run.get_absolute_url())
+        assert _queries(client, run.get_absolute_url()) == NOTHING_FILED_RUN_PAGE_QUERIES
+        token = services.api_token_regenerate(user=contributor).key
+        response = Client().post(
+            reverse("api-run-reproductions", args=[run.pk]),
+            data=json.dumps(result_file(run)),
+            content_type="application/json",
+            headers={"authorization": f"Token {token}"},
+        )
+        assert response.status_code == 201, response.content
+        assert _own_attestation(
+            client.get(run.get_absolute_url()), Attestation.objects.get(author=contributor)
+        )
+
+    def test_with_the_marker_lost_a_pending_submission_still_shows(self, client, registry, contributor):
+        run = _run()
+        client.force_login(contributor)
+        client.get(run.get_absolute_url())
+        note = submit_note(run, contributor)
+        _filings_marker_clear(contributor)
+        assert _own_attestation(client.get(run.get_absolute_url()), note)
+        assert _own_attestation(client.get(run.get_absolute_url()), note)
+        assert _queries(client, run.get_absolute_url()) == CONTRIBUTOR_QUERIES["run page"]
+
+    def test_a_submission_on_another_run_is_not_taken_for_nothing_filed(self, client, registry, contributor):
+        elsewhere = submit_note(_run("liger"), contributor)
+        _filings_marker_clear(contributor)
+        client.force_login(contributor)
+        client.get(_run().get_absolute_url())  # nothing of theirs on this run
+        assert _queries(client, _run().get_absolute_url()) == CONTRIBUTOR_QUERIES["run page"]
+        assert _own_attestation(client.get(_run("liger").get_absolute_url()), elsewhere)
+
+    def test_a_page_that_read_before_their_filing_committed_does_not_hide_it(
+        self, client, registry, contributor, monkeypatch
+    ):
+        """The page's query finds nothing, the filing commits, then that page stores what it found."""
+        run = _run()
+        held_back = []
+        remember = selectors._filed_nothing_remember
+        monkeypatch.setattr(selectors, "_filed_nothing_remember", lambda user_pk: held_back.append(user_pk))
+        client.force_login(contributor)
+        client.get(run.get_absolute_url())
+        monkeypatch.undo()
+        note = submit_note(run, contributor)
+        assert held_back == [contributor.pk]
+        remember(*held_back)
+        assert _own_attestation(client.get(run.get_absolute_url()), note)
 
 
 @pytest.mark.django_db
