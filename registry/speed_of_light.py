@@ -23,12 +23,14 @@ Each formula follows the shapes of liger-kernel 0.8.5's benchmark/scripts/benchm
 """
 
 import functools
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db.models import Q
 
 from registry.models import BenchmarkRun, MeasuredCeiling, Metric
 
@@ -493,7 +495,29 @@ def sol_fields(
         gpu_slug=gpu_slug,
         measured=measured.get(gpu_slug),
     )
+    sol["basis"] = verdict_basis()
     return {"speed_of_light": sol, **columns(sol)}
+
+
+@functools.cache
+def verdict_basis() -> str:
+    """A digest of what every verdict is computed from besides its run and the measured ceilings:
+    this file (the formulas) and the datasheet file. Stored in each verdict, so that the runs a
+    deploy left behind can be found by a query. Any edit of this file counts: at worst one fill
+    of every run that was not needed."""
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    digest.update(CEILINGS_FILE.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def speed_of_light_stale():
+    """The runs whose verdict no writer has brought up to date: those without one (written before
+    migration 0010) and those computed from other formulas or datasheet figures. A run's verdict
+    is otherwise current: it is written with the run, and a new measured ceiling fills its GPU
+    model's runs as it is created (measured_ceiling_create)."""
+    # A verdict without the key fails both `=` and `<>` in SQL: it is asked for by name.
+    other_basis = ~Q(speed_of_light__basis=verdict_basis())
+    return BenchmarkRun.objects.filter(Q(speed_of_light__basis__isnull=True) | other_basis)
 
 
 @transaction.atomic

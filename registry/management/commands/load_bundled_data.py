@@ -3,12 +3,11 @@ import sys
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from registry.models import BenchmarkRun
 from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_load
 from registry.reruns.services.ceilings import CeilingRejected, measured_ceilings_load
 from registry.services import ImportRejected, bundled_data_load
 from registry.services.changes import changes_detect
-from registry.speed_of_light import speed_of_light_fill
+from registry.speed_of_light import speed_of_light_fill, speed_of_light_stale
 
 
 class Command(BaseCommand):
@@ -23,11 +22,13 @@ class Command(BaseCommand):
             summaries["kernelindex-controlled"] = controlled_runs_load(path=BUNDLED_CONTROLLED_DIR)
             # Their series' steps too (the Liger data's were judged as each version was imported).
             changes_detect()
-            # The GPU models' measured ceilings (registry/data/ceilings/), then every run's speed
-            # of light again: a run imported before a formula or a ceiling changed gets it now.
+            # The GPU models' measured ceilings (registry/data/ceilings/): each new one fills its
+            # GPU model's runs as it is created. Then the runs whose speed of light is older than
+            # this code's formulas or datasheet figures, or was never computed; none, on a second
+            # load.
             ceilings = measured_ceilings_load()
             summaries["ceilings"] = f"{ceilings} new measured ceilings"
-            changed = speed_of_light_fill(runs=BenchmarkRun.objects.all())
+            changed = speed_of_light_fill(runs=speed_of_light_stale())
             summaries["speed-of-light"] = f"{changed} runs' speed of light updated"
         except (ImportRejected, CeilingRejected) as exc:
             raise CommandError(f"Load refused, nothing was written. {exc}") from None
