@@ -5,34 +5,44 @@ The competition rank (registry/ranks.py) orders medians, however little they res
   median from its measure job's raw samples (stats.median_interval, with scipy);
   a source's peak memory (the maximum over 10 runs) is a point, exact; a latency figure with
   p20 = p50 = p80 is one timed call and has no interval;
-- a run is compared with its group's #1, and the #1 with its #2 (the best other run):
-  one call on either side says "one sample: the order is not established"; overlapping
-  intervals say "tied"; otherwise the gap between the medians, relative to the run compared with,
-  and the interval of that gap from the two intervals (stats.ranges_difference).
+- a run is compared with its group's best plausible run, and that run with the next plausible one
+  (selectors.group_best_other, the compare link's choice: the #1 and its #2 unless the #1 is
+  implausible, beyond its GPU's speed of light): one call on either side says "one sample: the
+  order is not established"; overlapping intervals say "tied"; otherwise the gap between the
+  medians, relative to the run compared with, and the interval of that gap from the two intervals
+  (stats.ranges_difference). An implausible run is compared with nothing: a figure the hardware
+  cannot produce orders no run, and no run is measured against it.
 The compare page's ratio of two medians uses the rerun verdict's interval instead
 (stats.difference_interval: a bootstrap over both runs' samples when both have them).
 """
 
 from dataclasses import dataclass
 
-from django.db.models import TextChoices
+from django.db.models import F, TextChoices, Window
+from django.db.models.functions import RowNumber
 
 from registry.evidence import measured_samples, number
 from registry.models import BenchmarkRun, Metric
 from registry.reruns.harness import stats
 from registry.reruns.services.measured_run import CONTROLLED_SOURCE
+from registry.selectors import group_best_other
 
 ONE_SAMPLE = "one sample: the order is not established"
+IMPLAUSIBLE = {
+    Metric.LATENCY: "faster than its GPU's speed of light",
+    Metric.MEMORY: "a peak below the memory its inputs occupy",
+}
 BETTER = {Metric.LATENCY: "faster", Metric.MEMORY: "smaller"}
 WORSE = {Metric.LATENCY: "slower", Metric.MEMORY: "larger"}
 
 
 class RankStatus(TextChoices):
-    AHEAD = "ahead", "The #1, ahead of #2 beyond both intervals"
-    BEHIND = "behind", "Behind #1 beyond both intervals"
-    TIED = "tied", "Tied with #1 (the #1: with #2): the intervals overlap"
+    AHEAD = "ahead", "The best plausible run, ahead of the next plausible one beyond both intervals"
+    BEHIND = "behind", "Behind the best plausible run beyond both intervals"
+    TIED = "tied", "Tied with the best plausible run (that run: with the next one): the intervals overlap"
     ONE_SAMPLE = "one-sample", "One side is one timed call: the order is not established"
-    ALONE = "alone", "Alone in its comparison group"
+    ALONE = "alone", "Alone in its comparison group, or its only plausible run"
+    IMPLAUSIBLE = "implausible", "Implausible (beyond its GPU's speed of light): not compared"
     UNRANKED = "unranked", "Not ranked (withdrawn or superseded)"
 
 
@@ -80,8 +90,10 @@ class Standing:
     status: str
     spread: Spread
     metric: str
-    compared: BenchmarkRun | None = None  # the #1; for the #1, its #2
+    compared: BenchmarkRun | None = None  # the best plausible run; for that run, the next one
     other: str = "#1"  # how the page names the run compared with
+    best_plausible_rank: int | None = None  # set when it is not 1: the #1 is implausible
+    only_plausible: bool = False  # ALONE, but with implausible runs beside it
     compared_spread: Spread | None = None
     difference: float | None = None  # (this − compared) / compared, of the medians
     low: float | None = None
@@ -104,13 +116,30 @@ class Standing:
             return f"tied with {self.other}"
         if self.status == RankStatus.ONE_SAMPLE:
             return ONE_SAMPLE
-        return "alone in its group" if self.status == RankStatus.ALONE else "not ranked"
+        if self.status == RankStatus.IMPLAUSIBLE:
+            return "implausible: not compared"
+        if self.status == RankStatus.ALONE:
+            return "the only plausible run in its group" if self.only_plausible else "alone in its group"
+        return "not ranked"
 
     @property
     def statement(self) -> str:
         """The summary with what it rests on, for the run page."""
+        if self.status == RankStatus.IMPLAUSIBLE:
+            return (
+                f"{self.summary} ({IMPLAUSIBLE[self.metric]}); its group's runs are compared with the "
+                "best plausible one"
+            )
         if self.status in (RankStatus.ALONE, RankStatus.UNRANKED):
             return self.summary
+        if self.best_plausible_rank:
+            return (
+                f"{self._comparison()}; the #1 is implausible and not compared, "
+                f"#{self.best_plausible_rank} is the best plausible run"
+            )
+        return self._comparison()
+
+    def _comparison(self) -> str:
         unit = self.compared.unit
         if self.status == RankStatus.ONE_SAMPLE:
             return f"{self.summary}: {self._one_call_words()}"
@@ -132,24 +161,28 @@ class Standing:
 
 
 def standing_of(run: BenchmarkRun, top: list[BenchmarkRun], intervals: dict) -> Standing:
-    """Where `run` stands against `top`, its group's first two runs in rank order (rank, median,
-    pk, as the run page lists them); `intervals`: controlled runs' 95% intervals of the median."""
+    """Where `run` stands against `top`, its group's first two plausible runs in rank order (rank,
+    median, pk, as the run page lists them; implausible runs in it are passed over); `intervals`:
+    controlled runs' 95% intervals of the median."""
     mine = spread_of(run, intervals.get(run.pk))
     if run.rank is None:
         return Standing(RankStatus.UNRANKED, mine, run.metric)
-    others = [member for member in top if member.pk != run.pk]
-    if not others:
-        return Standing(RankStatus.ALONE, mine, run.metric)
-    compared = others[0]
+    if run.implausible:
+        return Standing(RankStatus.IMPLAUSIBLE, mine, run.metric)
+    compared = group_best_other(top, run)
+    if compared is None:
+        only_plausible = (run.group_size or 1) > 1  # the others are all implausible
+        return Standing(RankStatus.ALONE, mine, run.metric, only_plausible=only_plausible)
     theirs = spread_of(compared, intervals.get(compared.pk))
     difference = (run.median - compared.median) / compared.median if compared.median else 0.0
-    other = "#1" if run.rank > 1 else ("another #1" if compared.rank == 1 else "#2")
+    best_rank = min(run.rank, compared.rank)  # the best plausible run's: the other one ranks after it
     common = {
         "spread": mine,
         "metric": run.metric,
         "compared": compared,
         "compared_spread": theirs,
-        "other": other,
+        "other": f"another #{run.rank}" if compared.rank == run.rank else f"#{compared.rank}",
+        "best_plausible_rank": best_rank if best_rank > 1 else None,
     }
     if run.rank == compared.rank:
         return Standing(RankStatus.TIED, difference=0.0, **common)
@@ -158,20 +191,23 @@ def standing_of(run: BenchmarkRun, top: list[BenchmarkRun], intervals: dict) -> 
     if mine.overlaps(theirs):
         return Standing(RankStatus.TIED, difference=difference, **common)
     low, high = stats.ranges_difference((mine.low, mine.high), (theirs.low, theirs.high), compared.median)
-    status = RankStatus.AHEAD if run.rank == 1 else RankStatus.BEHIND
+    status = RankStatus.AHEAD if run.rank < compared.rank else RankStatus.BEHIND
     return Standing(status, difference=difference, low=low, high=high, **common)
 
 
 def attach(runs, *, members: list[BenchmarkRun] | None = None) -> list[BenchmarkRun]:
     """Set `run.standing` on each of `runs` (and on `members`), and return them as a list. Two
-    queries at most, whatever their number: the first two runs of each of their groups (none when
-    `members`, the whole group of every run in `runs`, is given, as on the run page), and the 95%
-    intervals of the controlled ones (none when no run involved is controlled)."""
+    queries at most, whatever their number: the first two plausible runs of each of their groups
+    (none when `members`, the whole group of every run in `runs`, is given, as on the run page), and
+    the 95% intervals of the controlled ones (none when no run involved is controlled)."""
     runs = list(runs)
     if members is not None:
-        tops = {members[0].comparison_key: members[:2]} if members else {}
+        plausible = [member for member in members if not member.implausible]
+        tops = {members[0].comparison_key: plausible[:2]} if members else {}
     else:
-        tops = _group_tops({run.comparison_key for run in runs if run.rank is not None})
+        tops = _group_tops(
+            {run.comparison_key for run in runs if run.rank is not None and not run.implausible}
+        )
     involved = [*runs, *(members or ()), *(m for top in tops.values() for m in top)]
     intervals = _median_intervals(involved)
     for run in [*runs, *(members or ())]:
@@ -182,16 +218,20 @@ def attach(runs, *, members: list[BenchmarkRun] | None = None) -> list[Benchmark
 def _group_tops(keys: set[str]) -> dict[str, list[BenchmarkRun]]:
     if not keys:
         return {}
+    # The first two by rank need not be plausible, so number the plausible ones of each group.
+    place = Window(RowNumber(), partition_by=F("comparison_key"), order_by=(F("rank"), F("median"), F("pk")))
     leaders = (
         BenchmarkRun.objects.current()
-        .filter(comparison_key__in=keys, rank__lte=2)
+        .filter(comparison_key__in=keys, implausible=False)
+        .annotate(place=place)
+        .filter(place__lte=2)
         .select_related("source", "implementation")
         .order_by("comparison_key", "rank", "median", "pk")
     )
     tops: dict[str, list[BenchmarkRun]] = {}
     for run in leaders:
         tops.setdefault(run.comparison_key, []).append(run)
-    return {key: top[:2] for key, top in tops.items()}
+    return tops
 
 
 def _median_intervals(runs) -> dict[int, tuple[float, float]]:

@@ -159,10 +159,13 @@ class RunSerializer(serializers.ModelSerializer):
         source="standing.status",
         choices=RankStatus.choices,
         read_only=True,
-        help_text="ahead: the #1, ahead of #2 beyond both runs' intervals; behind: behind #1 beyond "
-        "both intervals; tied: the intervals overlap (the #1: with #2's); one-sample: this run or the "
-        "run compared with is one timed call (p20 = p50 = p80), so the order is not established; "
-        "alone; unranked (withdrawn or superseded).",
+        help_text="ahead: the group's best plausible run (the #1 unless that is implausible), ahead of "
+        "the next plausible one beyond both runs' intervals; behind: behind the best plausible run "
+        "beyond both intervals; tied: the intervals overlap (the best plausible run: with the next "
+        "one's); one-sample: this run or the run compared with is one timed call (p20 = p50 = p80), "
+        "so the order is not established; alone (or the only plausible run of its group); "
+        "implausible: this run is implausible and compared with no run; unranked (withdrawn or "
+        "superseded).",
     )
     rank_statement = serializers.CharField(
         source="standing.statement", read_only=True, help_text="The same in words, with what it rests on."
@@ -184,7 +187,8 @@ class RunSerializer(serializers.ModelSerializer):
         source="standing.compared_id",
         read_only=True,
         allow_null=True,
-        help_text="The run this one is compared with: its group's #1, or for the #1 the best other run.",
+        help_text="The run this one is compared with: its group's best plausible run (the #1 unless that "
+        "is implausible), or for that run the next plausible one; null for an implausible run.",
     )
     rank_difference = serializers.FloatField(
         source="standing.difference",
