@@ -276,7 +276,7 @@ def medians_ratio(a: BenchmarkRun, b: BenchmarkRun) -> Ratio:
     controlled = [run.pk for run in (a, b) if is_controlled(run)]
     samples = measured_samples(controlled) if controlled else {}
     new, old = (stats.Side(samples=samples.get(r.pk), median=r.median, p20=r.p20, p80=r.p80) for r in (b, a))
-    point, low, high, how = stats.difference_interval(new, old)
+    point, low, high, how = stats.difference_interval(new, old, batched=a.metric == Metric.LATENCY)
     if point is None:
         return Ratio(None, None, None, how)
     if low is None and a.metric == b.metric == Metric.MEMORY and new.single_call and old.single_call:
