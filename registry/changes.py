@@ -14,7 +14,7 @@ from django.views.decorators.http import require_safe
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import mixins, serializers, viewsets
 
-from registry.filters import SafeForm, TextFilter, UtcIsoDateTimeFilter
+from registry.filters import SafeForm, TextFilter, UtcIsoDateTimeFilter, WholeNumberFilter
 from registry.models import BenchmarkRun, Change, ChangeKind, Metric, TimedPass
 
 PAGE_SIZE = 50
@@ -49,10 +49,10 @@ class ChangeFilter(django_filters.FilterSet):
     kind = django_filters.ChoiceFilter(choices=ChangeKind.choices)
     operation_mode = django_filters.ChoiceFilter(choices=TimedPass.choices)
     metric = django_filters.ChoiceFilter(choices=Metric.choices)
-    pull_request = django_filters.NumberFilter(
+    pull_request = WholeNumberFilter(
         field_name="attributed_to__pull_request", min_value=1, max_value=2**31 - 1
     )
-    series = django_filters.NumberFilter(
+    series = WholeNumberFilter(
         method="filter_series",
         min_value=1,
         max_value=2**63 - 1,

@@ -95,6 +95,23 @@ class TextFilter(django_filters.CharFilter):
     """A text filter as SafeForm bounds it: at most MAX_VALUE_LENGTH characters, no NUL byte."""
 
 
+class WholeNumberField(forms.IntegerField):
+    """Digits only: Django's IntegerField also takes "406.0" and " 406 ", which the API's schema
+    (an integer) does not allow."""
+
+    def to_python(self, value):
+        if value not in self.empty_values and not re.fullmatch(r"[0-9]+", str(value)):
+            raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
+        return super().to_python(value)
+
+
+@extend_schema_field({"type": "integer"})
+class WholeNumberFilter(django_filters.NumberFilter):
+    """A whole number written as digits (WholeNumberField); min_value and max_value bound it."""
+
+    field_class = WholeNumberField
+
+
 class UtcIsoDateTimeField(django_filters.fields.IsoDateTimeField):
     """An ISO 8601 date-time, turned into UTC before it reaches the database: Python takes UTC
     offsets up to ±23:59, PostgreSQL only up to ±15:59 (a 500 before this)."""
@@ -184,7 +201,7 @@ class RunFilter(django_filters.FilterSet):
         exclude=True,
         help_text="true: only runs a newer value of the same row replaced; false: only runs not replaced.",
     )
-    pull_request = django_filters.NumberFilter(
+    pull_request = WholeNumberFilter(
         field_name="origin__pull_request",
         min_value=1,
         max_value=2**31 - 1,

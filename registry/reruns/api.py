@@ -1,14 +1,14 @@
 """The jobs API: controlled rerun and measure jobs, read-only."""
 
-from django import forms
 from django.shortcuts import get_object_or_404
 from django_filters import rest_framework as filters
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import extend_schema, extend_schema_field
+from drf_spectacular.utils import extend_schema
 from rest_framework import permissions, serializers, viewsets
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from registry.filters import WholeNumberFilter
 from registry.models import BenchmarkRun, RerunJob
 from registry.reruns.reproduce import run_spec_document
 from registry.serializers import JobEvidenceFields
@@ -31,12 +31,9 @@ class JobDetailSerializer(JobSerializer):
         fields = [*JobSerializer.Meta.fields, "samples", "environment", "protocol"]
 
 
-@extend_schema_field(OpenApiTypes.INT)
-class IdFilter(filters.NumberFilter):
+class IdFilter(WholeNumberFilter):
     """A whole number; an unknown (or out-of-range) id is an empty list, not a 400 as with
     ModelChoiceFilter. Filtering `run__id`, not `run_id`, keeps Django's integer range check."""
-
-    field_class = forms.IntegerField
 
 
 class JobFilter(filters.FilterSet):

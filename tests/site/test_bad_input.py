@@ -86,6 +86,9 @@ class TestBadFilterValuesAreRefused:
             ({"param": "1bad:3"}, "param", "write name:value"),
             ({"page": "abc"}, "page", "is not a page number"),
             ({"page_size": "100000"}, "page_size", "from 1 to 500"),
+            # A whole number is digits: Django's IntegerField alone takes "406.0" (schemathesis).
+            ({"pull_request": "1000000000.0"}, "pull_request", "Enter a whole number"),
+            ({"pull_request": " 406"}, "pull_request", "Enter a whole number"),
         ],
     )
     def test_api_answers_400_naming_the_parameter(self, client, registry, params, field, message):
@@ -94,6 +97,16 @@ class TestBadFilterValuesAreRefused:
         body = response.json()
         assert field in body
         assert message in " ".join(body[field])
+
+    @pytest.mark.parametrize(
+        ("url", "field"),
+        [("/api/v1/changes/", "pull_request"), ("/api/v1/changes/", "series"), ("/api/v1/jobs/", "run")],
+    )
+    def test_every_whole_number_filter_takes_digits_only(self, client, registry, url, field):
+        assert client.get(url, {field: "7"}).status_code == 200
+        response = client.get(url, {field: "7.0"})
+        assert response.status_code == 400
+        assert "Enter a whole number" in " ".join(response.json()[field])
 
     def test_a_nul_byte_is_refused_not_sent_to_the_database(self, client, registry):
         response = client.get(reverse("run-list"), {"external_id": "a\x00b"})
