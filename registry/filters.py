@@ -96,18 +96,18 @@ class TextFilter(django_filters.CharFilter):
 
 
 class WholeNumberField(forms.IntegerField):
-    """Digits only: Django's IntegerField also takes "406.0" and " 406 ", which the API's schema
-    (an integer) does not allow."""
+    """An integer written as digits, with a minus sign if negative: Django's IntegerField also
+    takes "406.0" and " 406 ", which the API's schema (an integer) does not allow."""
 
     def to_python(self, value):
-        if value not in self.empty_values and not re.fullmatch(r"[0-9]+", str(value)):
+        if value not in self.empty_values and not re.fullmatch(r"-?[0-9]+", str(value)):
             raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
         return super().to_python(value)
 
 
 @extend_schema_field({"type": "integer"})
 class WholeNumberFilter(django_filters.NumberFilter):
-    """A whole number written as digits (WholeNumberField); min_value and max_value bound it."""
+    """A whole number written as an integer (WholeNumberField); min_value and max_value bound it."""
 
     field_class = WholeNumberField
 
