@@ -98,12 +98,18 @@ def controlled_runs_export_dir(*, out: Path, gpu_slug: str) -> list[Path]:
     for kernel in runs.values_list("kernel__slug", flat=True).distinct().order_by("kernel__slug"):
         document = controlled_runs_export(runs=runs.filter(kernel__slug=kernel).order_by("external_id"))
         path = Path(out) / f"{gpu_slug}-{kernel}.json.gz"
-        text = json.dumps(document, indent=1, sort_keys=True) + "\n"
-        # mtime=0: the same runs give the same bytes, so a re-export changes nothing in git.
-        path.write_bytes(gzip.compress(text.encode(), compresslevel=9, mtime=0))
+        controlled_document_write(path, document)
         path.with_suffix("").unlink(missing_ok=True)
         written.append(path)
     return written
+
+
+def controlled_document_write(path: Path, document: dict) -> None:
+    """Write an export: gzip-compressed where the name ends in `.gz`, with a zero timestamp so that
+    the same runs give the same bytes (a re-export changes nothing in git); else plain JSON."""
+    data = (json.dumps(document, indent=1, sort_keys=True) + "\n").encode()
+    path = Path(path)
+    path.write_bytes(gzip.compress(data, compresslevel=9, mtime=0) if path.name.endswith(".gz") else data)
 
 
 @transaction.atomic

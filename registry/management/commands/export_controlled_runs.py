@@ -1,16 +1,20 @@
-import json
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
 from registry.models import BenchmarkRun
-from registry.reruns.controlled import controlled_runs_export, controlled_runs_export_dir
+from registry.reruns.controlled import (
+    controlled_document_write,
+    controlled_runs_export,
+    controlled_runs_export_dir,
+)
 from registry.reruns.services import CONTROLLED_SOURCE
 
 
 class Command(BaseCommand):
     help = (
-        "Write KernelIndex's controlled runs (with their measure and rerun jobs) as a JSON file that "
+        "Write KernelIndex's controlled runs (with their measure and rerun jobs) as a JSON file (gzip "
+        "when the name ends in .gz) that "
         "load_bundled_data loads from registry/data/controlled-runs/; given a folder (and --gpu), "
         "one <gpu>-<kernel>.json.gz per kernel, as the sweep writes them."
     )
@@ -35,7 +39,5 @@ class Command(BaseCommand):
         if kernel:
             runs = runs.filter(kernel__slug=kernel)
         document = controlled_runs_export(runs=runs.order_by("external_id"))
-        with open(path, "w") as out:
-            json.dump(document, out, indent=1, sort_keys=True)
-            out.write("\n")
+        controlled_document_write(path, document)
         self.stdout.write(self.style.SUCCESS(f"{len(document['runs'])} controlled run(s) written to {path}"))
