@@ -24,6 +24,7 @@ from django.db.models.functions import RowNumber
 from registry.evidence import measured_samples, number
 from registry.models import BenchmarkRun, Metric
 from registry.reruns.harness import stats
+from registry.reruns.judgement import difference_interval
 from registry.reruns.services.measured_run import CONTROLLED_SOURCE
 from registry.selectors import group_best_other
 
@@ -276,7 +277,7 @@ def medians_ratio(a: BenchmarkRun, b: BenchmarkRun) -> Ratio:
     controlled = [run.pk for run in (a, b) if is_controlled(run)]
     samples = measured_samples(controlled) if controlled else {}
     new, old = (stats.Side(samples=samples.get(r.pk), median=r.median, p20=r.p20, p80=r.p80) for r in (b, a))
-    point, low, high, how = stats.difference_interval(new, old, batched=a.metric == Metric.LATENCY)
+    point, low, high, how = difference_interval(new, old, metric=a.metric)
     if point is None:
         return Ratio(None, None, None, how)
     if low is None and a.metric == b.metric == Metric.MEMORY and new.single_call and old.single_call:

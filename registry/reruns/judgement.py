@@ -8,11 +8,16 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from registry.models import BenchmarkRun, JobKind, Metric, RerunJob, Verdict
-from registry.reruns.harness import stats
+from registry.reruns.harness import MEMORY_FAMILY, stats
 
 SAMPLES_LIMIT = 20_000  # the most samples one result may carry
 # Runs whose own samples a rerun is compared with (KernelIndex's protocols).
-CONTROLLED_FAMILIES = ("kernelindex/cuda-v1", "kernelindex/cpu-v1", "kernelindex/liger-peak-memory")
+CONTROLLED_FAMILIES = (
+    "kernelindex/cuda-v1",
+    "kernelindex/cpu-v1",
+    "kernelindex/liger-peak-memory",
+    MEMORY_FAMILY,
+)
 
 
 @dataclass(frozen=True)
@@ -49,14 +54,18 @@ def run_judgement(run: BenchmarkRun, *, samples: list, upstream: dict | None, fi
             stats.Side(median=run.median, p20=run.p20, p80=run.p80),
             "upstream",
         )
-    # A memory benchmark's peaks are not a sequence of timed calls: no batches (stats.batch_medians).
-    point, low, high, how = stats.difference_interval(
-        new, old, spread_from=samples, batched=run.metric == Metric.LATENCY
-    )
+    point, low, high, how = difference_interval(new, old, metric=run.metric, spread_from=samples)
     tolerance = settings.RERUN_TOLERANCE
     return Judgement(
         basis, new, old, point, low, high, how, stats.verdict(low, high, tolerance), tolerance, measured_by
     )
+
+
+def difference_interval(new: stats.Side, old: stats.Side, *, metric: str, spread_from=None):
+    """stats.difference_interval for two figures of one metric, the one place that says how its
+    samples are resampled: timed calls in batches of consecutive calls (stats.batch_medians), a
+    memory benchmark's peaks, which are not a sequence of timed calls, one by one."""
+    return stats.difference_interval(new, old, spread_from=spread_from, batched=metric == Metric.LATENCY)
 
 
 def judgement_note(judged: Judgement, *, subject: str) -> str:

@@ -43,6 +43,10 @@ RESULT_FIELDS = (
     "gpu_uuid",
     "gpu_state",
 )
+# v2: peaks read from a reset allocator (timing.memory_state_reset). The peaks of the first
+# family, "kernelindex/liger-peak-memory", counted the cuBLAS workspaces of whatever job had run
+# before in the same process (docs/protocol.md, "Memory").
+MEMORY_FAMILY = "kernelindex/liger-peak-memory-v2"
 COMPARABILITY = (
     "Comparable only with KernelIndex-controlled runs of the same kernel, workload, timed pass, "
     "GPU model and protocol."
@@ -127,9 +131,12 @@ def protocol_for(*, device: str, metric: str) -> dict:
             **common,
             "name": "KernelIndex controlled run: Liger-Kernel memory benchmark",
             "timer": "torch.cuda.max_memory_allocated",
-            "comparabilityFamily": "kernelindex/liger-peak-memory",
+            "comparabilityFamily": MEMORY_FAMILY,
             "samples": "the 10 peaks (MiB) that utils._test_memory takes its quantiles of; "
             "max_memory_reserved read beside each",
+            "startingState": "cuBLAS and cuBLASLt workspaces and cached blocks freed before the "
+            "upstream call (timing.memory_state_reset), so that a peak does not depend on the "
+            "jobs that ran before it in the process",
             "notes": "Peak max_memory_allocated() over 10 runs of the upstream pass, in MiB "
             "(labelled MB as upstream does). " + COMPARABILITY,
         }

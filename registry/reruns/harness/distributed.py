@@ -190,6 +190,7 @@ def rank_run(rank: int, world_size: int, rendezvous: str, plan: dict, recorder=N
                 reserved.append(torch.cuda.max_memory_reserved() / 2**20)
                 return value
 
+            state = timing.memory_state_reset(torch)
             torch.cuda.max_memory_allocated = peak
             try:
                 figures = getattr(module, plan["function"])(
@@ -201,6 +202,7 @@ def rank_run(rank: int, world_size: int, rendezvous: str, plan: dict, recorder=N
             median, p20, p80 = (float(f) for f in figures)
             extra = {
                 "protocol": "upstream-peak-memory",
+                **state,
                 "peak_reserved_mb": reserved,
                 "timing_s": time.perf_counter() - began,
                 "stop": "count",

@@ -85,6 +85,7 @@ class Recorder:
                 reserved.append(accelerator.max_memory_reserved() / 2**20)
                 return value
 
+            state = self.timing.memory_state_reset(self.torch)
             accelerator.max_memory_allocated = reading
             try:
                 return test_memory(func, *args, **kwargs)
@@ -93,6 +94,7 @@ class Recorder:
                 self.calls.append(
                     {
                         "protocol": "upstream-peak-memory",
+                        **state,
                         "samples": peaks,
                         "peak_reserved_mb": reserved,
                         "setup_s": entered - self.plan_began,

@@ -137,6 +137,23 @@ def _flush_buffer(torch, settings: dict):
 # NVML -------------------------------------------------------------------------------------------
 
 
+def memory_state_reset(torch) -> dict:
+    """The memory protocol's starting state, the same whatever ran before in this process: frees
+    the cuBLAS and cuBLASLt workspaces that torch keeps per handle and stream once a matmul has
+    run (allocated through the caching allocator, so a later peak counted them; 32 MiB each on
+    Hopper), and the cached blocks. The pass recreates any workspace it needs itself, so a peak
+    counts the workspaces that pass uses and no other. Returns what it freed and what stays
+    allocated (the inputs upstream's setup built), in MiB."""
+    cuda = torch.cuda
+    before = cuda.memory_allocated()
+    clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+    if clear is not None:
+        clear()
+    cuda.empty_cache()
+    after = cuda.memory_allocated()
+    return {"workspaces_freed_mb": (before - after) / 2**20, "allocated_at_start_mb": after / 2**20}
+
+
 class Nvml:
     """The GPU in use, through NVML. NVML's device index ignores CUDA_VISIBLE_DEVICES: the handle
     is looked up by the UUID (or PCI bus id) torch reports for the current device."""
