@@ -17,11 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
+# Bands of a run's median (ms), largest first: the first whose bound the median reaches.
+BANDS = (("10 ms or more", 10), ("1-10 ms", 1), ("0.1-1 ms", 0.1), ("25-100 us", 0.025), ("under 25 us", 0))
 FOLDER = Path(__file__).resolve().parent.parent / "registry" / "data" / "controlled-runs"
 
 
 def main(folder: Path, since: str = "") -> None:
-    verdicts, legacy, stops = Counter(), Counter(), Counter()
+    verdicts, legacy, stops, levels, bands = Counter(), Counter(), Counter(), Counter(), Counter()
     kernels, workloads, cards, differences, samples, seconds = set(), set(), set(), [], [], []
     runs = other_card = 0
     recent = []
@@ -33,6 +35,7 @@ def main(folder: Path, since: str = "") -> None:
             old = any(job["kind"] == "measure" and not job.get("sampling") for job in jobs)
             if not old:
                 runs += 1
+                levels[run["evidence_level"]] += 1
                 kernels.add(entry["kernel"]["slug"])
                 # The sweep's target: kernel, workload, provider, pass and metric.
                 workloads.add(
@@ -63,6 +66,8 @@ def main(folder: Path, since: str = "") -> None:
                 by_card[sampling.get("same_gpu")].append(job["verdict"] == "agrees")
                 if run["metric"] == "latency":
                     differences.append((abs(job["deviation"]), run["median"]))
+                    band = next(label for label, low in BANDS if run["median"] >= low)
+                    bands[(sampling.get("same_gpu"), band, job["verdict"])] += 1
     total = sum(verdicts.values())
     agree = sum(n for (_, verdict), n in verdicts.items() if verdict == "agrees")
     print(
@@ -75,8 +80,18 @@ def main(folder: Path, since: str = "") -> None:
     for same, label in ((False, "another card"), (True, "the same card")):
         if by_card[same]:
             print(f"  on {label}: {sum(by_card[same])} of {len(by_card[same])} agree")
+    print(f"runs by evidence level: {dict(sorted(levels.items()))}")
     for key, count in sorted(verdicts.items()):
         print(f"  {key[0]:8} {key[1]:13} {count}")
+    print(
+        "latency verdicts by the run's median, on another card (on the same card): agree / disagree / inconclusive"
+    )
+    for label, _ in reversed(BANDS):
+        counts = [
+            "{} ({})".format(*(bands[(same, label, verdict)] for same in (False, True)))
+            for verdict in ("agrees", "disagrees", "inconclusive")
+        ]
+        print(f"  {label:14} " + " / ".join(counts))
     for label, keep in (("1 ms or more", lambda m: m >= 1), ("under 1 ms", lambda m: m < 1)):
         values = np.array([d for d, median in differences if keep(median)])
         if values.size:

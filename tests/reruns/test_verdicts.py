@@ -193,6 +193,24 @@ class TestControlledRunsOnSamples:
 
         assert (same.sampling["same_gpu"], other.sampling["same_gpu"]) == (True, False)
 
+    def test_agreeing_on_the_card_that_measured_it_does_not_make_a_run_reproduced(self, controlled_run):
+        same = rerun(controlled_run, harness_result(0.9, gpu_uuid=CARD_A))
+        controlled_run.refresh_from_db()
+        assert (same.verdict, controlled_run.evidence_level) == ("agrees", EvidenceLevel.MEASURED)
+
+        other = rerun(controlled_run, harness_result(0.9, gpu_uuid=CARD_B))
+        controlled_run.refresh_from_db()
+        assert (other.verdict, controlled_run.evidence_level) == ("agrees", EvidenceLevel.REPRODUCED)
+
+    def test_judging_again_takes_back_a_level_that_rests_on_the_same_card(self, controlled_run):
+        same = rerun(controlled_run, harness_result(0.9, gpu_uuid=CARD_A))
+        BenchmarkRun.objects.filter(pk=controlled_run.pk).update(evidence_level=EvidenceLevel.REPRODUCED)
+
+        assert rerun_rejudge(job_id=same.pk) == ("agrees", "agrees")  # the verdict stands
+
+        controlled_run.refresh_from_db()
+        assert controlled_run.evidence_level == EvidenceLevel.MEASURED
+
     def test_a_source_run_has_no_card_to_compare_with(self, h200_run):
         assert rerun(h200_run, harness_result(1.0)).sampling["same_gpu"] is None
 

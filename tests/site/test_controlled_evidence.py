@@ -201,6 +201,18 @@ class TestVerdicts:
         assert '<strong data-field="gpu">the same physical GPU</strong>' in section
         assert "Compared: KernelIndex-protocol samples." in section
 
+    def test_an_agreeing_rerun_on_the_measuring_card_says_it_does_not_make_the_run_reproduced(
+        self, client, run
+    ):
+        measure(run, count=40)
+        rerun(run, verdict="agrees", same_gpu=True)
+        rerun(run, verdict="agrees", same_gpu=False)
+
+        section = evidence_section(page(client, run))
+
+        assert section.count('data-notice="same-card"') == 1
+        assert "that takes a rerun on another card" in section
+
     def test_a_rerun_of_a_source_run_is_judged_against_its_published_figure(self, client, run):
         rerun(
             run,

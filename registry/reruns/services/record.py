@@ -1,9 +1,9 @@
 """Recording a job's result: the evidence rule.
 
 The only code that changes an evidence level: in the transaction that finishes a job it sets
-`reproduced` on a rerun that agreed, or creates the `measured` run of a measure job; and, when a
+`reproduced` on a rerun that agreed on another card, or creates the `measured` run of a measure job; and, when a
 finished rerun is judged again under today's statistics (`rerun_rejudge`), it keeps `reproduced`
-only while one of the run's reruns agrees.
+only while one of the run's reruns agrees on another card.
 """
 
 import math
@@ -25,8 +25,8 @@ from registry.services.changes import changes_detect
 def rerun_record_result(*, job_id: int, lease: str, result: dict) -> RerunJob | None:
     """Finish the job held by `lease` with the harness's result, in one transaction.
 
-    The only code that changes an evidence level: a rerun whose verdict is `agrees` makes the run
-    `reproduced`; a measure job creates its run at `measured`. A failed harness, an
+    The only code that changes an evidence level: a rerun whose verdict is `agrees`, on another
+    card than the measurement's, makes the run `reproduced`; a measure job creates its run at `measured`. A failed harness, an
     `inconclusive` or `disagrees` verdict (the job `diverged`) or a result from a stale attempt
     leaves every level as it was. Returns None when the job was not this attempt's."""
     job = (
@@ -102,15 +102,23 @@ def _result_store(job: RerunJob, result: dict) -> None:
 
 
 def _rerun_judge(job: RerunJob) -> None:
-    """The verdict on a rerun (`run_judgement`); a disagreeing one diverges and opens a report."""
+    """The verdict on a rerun (`run_judgement`); a disagreeing one diverges and opens a report,
+    an agreeing one on another card (or one whose card is not known) makes the run `reproduced`."""
     run = BenchmarkRun.objects.select_for_update().select_related("protocol").get(pk=job.run_id)
     _judgement_store(job, run)
     if job.verdict == Verdict.DISAGREES:
         _divergence_report_open(job)
-    elif job.verdict == Verdict.AGREES and run.evidence_level != EvidenceLevel.REPRODUCED:
+    elif _raises_level(job) and run.evidence_level != EvidenceLevel.REPRODUCED:
         BenchmarkRun.objects.filter(pk=run.pk).update(
             evidence_level=EvidenceLevel.REPRODUCED, updated_at=timezone.now()
         )
+
+
+def _raises_level(job: RerunJob) -> bool:
+    """`reproduced` means two physical GPUs agreed: a rerun on the card that measured the run (a
+    one-GPU host) keeps its verdict, shown as the same card's, and raises nothing. A card that is
+    not known on either side (a CPU) does not count as the same."""
+    return job.verdict == Verdict.AGREES and job.sampling.get("same_gpu") is not True
 
 
 JUDGEMENT_FIELDS = ("verdict", "deviation", "deviation_low", "deviation_high", "tolerance", "verdict_note")
@@ -122,10 +130,11 @@ def rerun_rejudge(*, job_id: int) -> tuple[str, str] | None:
     tolerance (`run_judgement`), in one transaction; returns (verdict before, verdict now), or
     None for a job without a verdict (unfinished, failed, or judged before verdicts existed).
 
-    A judgement that comes out the same changes nothing, so running it twice is safe. Otherwise
+    A judgement that comes out the same keeps the job as it is, so running it twice is safe; the
+    run's level is settled by the rule either way (it changes when the rule did). Otherwise
     the judgement it had is kept in `sampling["earlier_judgements"]`, and the run's level follows
-    the evidence rule: `reproduced` while any of its reruns agrees, else the level it has without
-    one (`measured` for a controlled run, `reported` for a source's). A rerun that comes to
+    the evidence rule: `reproduced` while one of its reruns agrees on another card (or one not
+    known to be the same), else the level it has without one (`measured` for a controlled run, `reported` for a source's). A rerun that comes to
     disagree diverges and opens an issue report, as when it was recorded; one that no longer
     disagrees leaves its report to the moderators."""
     job = (
@@ -139,18 +148,17 @@ def rerun_rejudge(*, job_id: int) -> tuple[str, str] | None:
     run = BenchmarkRun.objects.select_for_update().select_related("protocol", "source").get(pk=job.run_id)
     before = {name: getattr(job, name) for name in JUDGEMENT_FIELDS}
     _judgement_store(job, run)
-    if all(getattr(job, name) == value for name, value in before.items()):
-        return before["verdict"], job.verdict
-    earlier = [
-        *job.sampling.get("earlier_judgements", []),
-        {**before, "judged_at": timezone.now().isoformat()},
-    ]
-    job.sampling = {**job.sampling, "earlier_judgements": earlier}
-    job.save(update_fields=[*JUDGEMENT_FIELDS, "state", "sampling"])
-    if job.verdict == Verdict.DISAGREES and before["verdict"] != Verdict.DISAGREES:
-        _divergence_report_open(job)
-    agreeing = RerunJob.objects.filter(run=run, kind=JobKind.RERUN, verdict=Verdict.AGREES).exists()
-    if agreeing:
+    if any(getattr(job, name) != value for name, value in before.items()):
+        earlier = [
+            *job.sampling.get("earlier_judgements", []),
+            {**before, "judged_at": timezone.now().isoformat()},
+        ]
+        job.sampling = {**job.sampling, "earlier_judgements": earlier}
+        job.save(update_fields=[*JUDGEMENT_FIELDS, "state", "sampling"])
+        if job.verdict == Verdict.DISAGREES and before["verdict"] != Verdict.DISAGREES:
+            _divergence_report_open(job)
+    reruns = RerunJob.objects.filter(run=run, kind=JobKind.RERUN).exclude(pk=job.pk)
+    if _raises_level(job) or any(map(_raises_level, reruns.filter(verdict=Verdict.AGREES))):
         level = EvidenceLevel.REPRODUCED
     elif run.source.slug == CONTROLLED_SOURCE["slug"]:
         level = EvidenceLevel.MEASURED
@@ -158,7 +166,8 @@ def rerun_rejudge(*, job_id: int) -> tuple[str, str] | None:
         level = EvidenceLevel.REPORTED
     if level != run.evidence_level:
         BenchmarkRun.objects.filter(pk=run.pk).update(evidence_level=level, updated_at=timezone.now())
-    generation_bump()
+    if level != run.evidence_level or job.verdict != before["verdict"]:
+        generation_bump()
     return before["verdict"], job.verdict
 
 
