@@ -28,9 +28,9 @@ from registry.models import (
     Kernel,
     RerunJob,
     Source,
-    Verdict,
     Workload,
 )
+from registry.reruns.judgement import raises_level
 from registry.reruns.services.measured_run import (
     CONTROLLED_SOURCE,
     controlled_source,
@@ -189,7 +189,8 @@ def _workload_fields(fields: dict) -> dict:
 
 def _evidence_check(fields: dict, jobs: list, where: str) -> str:
     """The level the run loads at. `measured` needs the measure job that made the run;
-    `reproduced` needs a rerun whose verdict agrees. A rerun judged before verdicts existed (by a
+    `reproduced` needs a rerun whose verdict agrees on another card (judgement.raises_level); a
+    run whose agreeing reruns all ran on its measuring card loads at `measured`. A rerun judged before verdicts existed (by a
     fixed tolerance, with no verdict) is kept as history, and its run loads at `measured`."""
     level = fields.get("evidence_level")
     if level not in (EvidenceLevel.MEASURED, EvidenceLevel.REPRODUCED):
@@ -204,7 +205,9 @@ def _evidence_check(fields: dict, jobs: list, where: str) -> str:
     ]
     if level == EvidenceLevel.REPRODUCED and not reruns:
         raise ImportRejected(f"{where}: level 'reproduced' without a succeeded rerun job")
-    if level == EvidenceLevel.REPRODUCED and not any(j.get("verdict") == Verdict.AGREES for j in reruns):
+    if level == EvidenceLevel.REPRODUCED and not any(
+        raises_level(j.get("verdict"), j.get("sampling")) for j in reruns
+    ):
         return EvidenceLevel.MEASURED
     return level
 

@@ -455,6 +455,18 @@ class TestTheLoaderAsksForAVerdict:
         assert run.evidence_level == EvidenceLevel.REPRODUCED
         assert RerunJob.objects.get(run=run, verdict="agrees").deviation_high == 0.006
 
+    def test_a_reproduced_run_that_agreed_only_on_its_measuring_card_loads_at_measured(
+        self, reproduced_entry, tmp_path
+    ):
+        for job in reproduced_entry["runs"][0]["jobs"]:
+            if job["role"] == "rerun":
+                job.update(verdict="agrees", sampling={**(job.get("sampling") or {}), "same_gpu": True})
+
+        run = load(reproduced_entry, tmp_path)
+
+        assert run.evidence_level == EvidenceLevel.MEASURED
+        assert RerunJob.objects.filter(run=run, verdict="agrees").exists()  # the verdicts are kept
+
     def test_a_run_reproduced_here_exports_and_loads_reproduced_elsewhere(self, controlled_run, tmp_path):
         assert rerun(controlled_run, harness_result(0.9, gpu_uuid=CARD_B)).verdict == "agrees"
         document = controlled_runs_export(runs=BenchmarkRun.objects.filter(pk=controlled_run.pk))

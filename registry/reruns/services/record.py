@@ -14,7 +14,7 @@ from django.utils import timezone
 from registry.cache import generation_bump
 from registry.models import BenchmarkRun, EvidenceLevel, JobKind, JobState, RerunJob, Verdict
 from registry.reruns.harness import stats
-from registry.reruns.judgement import SAMPLES_LIMIT, judgement_note, run_judgement
+from registry.reruns.judgement import SAMPLES_LIMIT, judgement_note, raises_level, run_judgement
 from registry.reruns.services.ceilings import CeilingRejected, ceiling_fields, measured_ceiling_create
 from registry.reruns.services.measured_run import CONTROLLED_SOURCE, measured_run_from_job
 from registry.reruns.services.worker import LOG_LIMIT, bounded_log
@@ -115,10 +115,7 @@ def _rerun_judge(job: RerunJob) -> None:
 
 
 def _raises_level(job: RerunJob) -> bool:
-    """`reproduced` means two physical GPUs agreed: a rerun on the card that measured the run (a
-    one-GPU host) keeps its verdict, shown as the same card's, and raises nothing. A card that is
-    not known on either side (a CPU) does not count as the same."""
-    return job.verdict == Verdict.AGREES and job.sampling.get("same_gpu") is not True
+    return raises_level(job.verdict, job.sampling)
 
 
 JUDGEMENT_FIELDS = ("verdict", "deviation", "deviation_low", "deviation_high", "tolerance", "verdict_note")
