@@ -213,6 +213,19 @@ class TestVerdicts:
         assert section.count('data-notice="same-card"') == 1
         assert "that takes a rerun on another card" in section
 
+    def test_the_job_page_reads_the_verdict_not_the_state(self, client, run):
+        measure(run, count=40)
+        said = {}
+        for verdict, same_gpu in (("agrees", False), ("agrees", True), ("inconclusive", False)):
+            job = rerun(run, verdict=verdict, same_gpu=same_gpu)
+            html = client.get(reverse("jobs:detail", args=[job.pk])).content.decode()
+            said[(verdict, same_gpu)] = " ".join(re.sub(r"<[^>]+>", " ", html).split())
+
+        assert "agrees , so the run is reproduced" in said[("agrees", False)]
+        assert "reproduced takes a rerun on another card" in said[("agrees", True)]
+        assert "inconclusive ; the run's evidence level is unchanged" in said[("inconclusive", False)]
+        assert "so the run is reproduced" not in said[("inconclusive", False)]
+
     def test_a_rerun_of_a_source_run_is_judged_against_its_published_figure(self, client, run):
         rerun(
             run,
