@@ -31,14 +31,11 @@ class JobDetailSerializer(JobSerializer):
         fields = [*JobSerializer.Meta.fields, "samples", "environment", "protocol"]
 
 
-class IdFilter(WholeNumberFilter):
-    """A whole number; an unknown (or out-of-range) id is an empty list, not a 400 as with
-    ModelChoiceFilter. Filtering `run__id`, not `run_id`, keeps Django's integer range check."""
-
-
 class JobFilter(filters.FilterSet):
-    run = IdFilter(field_name="run__id")
-    result_run = IdFilter(field_name="result_run__id")
+    # A whole number: an unknown (or out-of-range) id is an empty list, not a 400 as with
+    # ModelChoiceFilter. Filtering `run__id`, not `run_id`, keeps Django's integer range check.
+    run = WholeNumberFilter(field_name="run__id")
+    result_run = WholeNumberFilter(field_name="result_run__id")
 
     class Meta:
         model = RerunJob
