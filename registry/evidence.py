@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from django.db.models import Prefetch, Q
+from scipy import stats
 
-from registry.models import BenchmarkRun, JobKind, JobState, RerunJob
+from registry.models import BenchmarkRun, JobKind, JobState, Metric, RerunJob
 from registry.sampleplot import PlotRow, SamplePlot
 
 # The job columns the run page and the run API never show (a measure job's log runs to kB).
@@ -22,6 +23,10 @@ STOP_REASONS = {
     "budget": "stopped on the time budget before reaching the target precision",
     "count": "a fixed number of runs (memory: upstream's definition, not sampled to a precision)",
 }
+# Lag-1 autocorrelation above which a job's page says its consecutive samples move together: a
+# third of the shipped H200 latency jobs are above it (docs/protocol.md, "What settles").
+SERIAL_NOTE = 0.3
+SERIAL_MIN_SAMPLES = 10
 GPU_READINGS = (
     ("sm_clock_mhz", "SM clock", "MHz"),
     ("memory_clock_mhz", "memory clock", "MHz"),
@@ -114,6 +119,25 @@ class JobEvidence:
         if self.precision is None or self.target_precision is None:
             return None
         return self.precision <= self.target_precision
+
+    @cached_property
+    def serial_correlation(self) -> float | None:
+        """The lag-1 autocorrelation of a timed job's samples, each against the next (scipy's
+        Pearson r); None for memory peaks, fewer than SERIAL_MIN_SAMPLES or constant ones."""
+        values = self.samples
+        if self.job.metric != Metric.LATENCY or len(values) < SERIAL_MIN_SAMPLES:
+            return None
+        earlier, later = values[:-1], values[1:]
+        if min(earlier) == max(earlier) or min(later) == max(later):
+            return None
+        r = float(stats.pearsonr(earlier, later).statistic)
+        return r if math.isfinite(r) else None
+
+    @property
+    def samples_move_together(self) -> bool:
+        """Consecutive samples that move together: the order-statistic precision, which counts
+        each call as independent, overstates what the job pins down (the verdicts use batches)."""
+        return self.serial_correlation is not None and self.serial_correlation > SERIAL_NOTE
 
     @property
     def same_gpu(self) -> bool | None:

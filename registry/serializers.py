@@ -33,6 +33,11 @@ class ControlledJobSerializer(serializers.Serializer):
     same_gpu = serializers.BooleanField(
         allow_null=True, help_text="A rerun: whether it ran on the card that measured the run."
     )
+    serial_correlation = serializers.FloatField(
+        allow_null=True,
+        help_text="Lag-1 autocorrelation of the samples (each against the next); null for memory "
+        "peaks or fewer than 10 samples. Above 0.3 the precision overstates what the job pins down.",
+    )
     upstream = serializers.DictField(
         child=serializers.FloatField(allow_null=True),
         allow_null=True,

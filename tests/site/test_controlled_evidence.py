@@ -226,6 +226,19 @@ class TestVerdicts:
         assert "inconclusive ; the run's evidence level is unchanged" in said[("inconclusive", False)]
         assert "so the run is reproduced" not in said[("inconclusive", False)]
 
+    def test_samples_that_move_together_say_the_precision_overstates_the_job(self, client, run):
+        descending = [10.3 - 0.6 * i / 59 for i in range(60)]  # a job whose calls slow down: r = 1
+        measure(run, samples=descending)
+        rerun(run)  # samples() alternate around their centre: r < 0
+
+        section = evidence_section(page(client, run))
+        data = client.get(reverse("run-detail", args=[run.pk])).json()
+
+        assert section.count('data-notice="serial"') == 1
+        assert "lag-1 autocorrelation 1.00" in section
+        assert data["measurement"]["serial_correlation"] == pytest.approx(1.0)
+        assert data["reruns"][0]["serial_correlation"] < 0.3
+
     def test_a_rerun_of_a_source_run_is_judged_against_its_published_figure(self, client, run):
         rerun(
             run,
