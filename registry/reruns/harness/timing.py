@@ -145,6 +145,8 @@ def memory_state_reset(torch) -> dict:
     counts the workspaces that pass uses and no other. Returns what it freed and what stays
     allocated (the inputs upstream's setup built), in MiB."""
     cuda = torch.cuda
+    if not cuda.is_available():
+        return {}
     before = cuda.memory_allocated()
     clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
     if clear is not None:
