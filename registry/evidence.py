@@ -7,6 +7,7 @@ malformed or hostile document cannot break a page; templates escape whatever tex
 """
 
 import math
+import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -130,7 +131,9 @@ class JobEvidence:
         earlier, later = values[:-1], values[1:]
         if min(earlier) == max(earlier) or min(later) == max(later):
             return None
-        r = float(stats.pearsonr(earlier, later).statistic)
+        with warnings.catch_warnings():  # near-constant or overflowing samples: no r, no noise
+            warnings.simplefilter("ignore")
+            r = float(stats.pearsonr(earlier, later).statistic)
         return r if math.isfinite(r) else None
 
     @property
