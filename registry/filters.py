@@ -11,6 +11,7 @@ import re
 import django_filters
 from django import forms
 from django.db.models.fields.json import KeyTransform
+from django_filters.fields import BaseCSVField
 from drf_spectacular.utils import extend_schema_field
 
 from registry.models import BenchmarkRun, EvidenceLevel, Metric, TimedPass
@@ -164,10 +165,22 @@ class SafeForm(forms.Form):
         return super().clean()
 
 
+class SortListField(BaseCSVField):
+    """A comma-separated list of sort fields with no empty entries: `?sort=,,` or `?sort=median,`
+    is a 400 naming the parameter, not a silent default order."""
+
+    def clean(self, value):
+        if value and any(not item.strip() for item in value):
+            raise forms.ValidationError("Empty sort field: separate field names with single commas.")
+        return super().clean(value)
+
+
 class StableOrderingFilter(django_filters.OrderingFilter):
     """Ends every ordering with the id, so pages never repeat or skip runs with equal values.
     Sorted best first (lowest median, or rank), implausible runs come last: a figure faster than
     the GPU's speed of light is never the best."""
+
+    base_field_class = SortListField
 
     def filter(self, qs, value):
         qs = super().filter(qs, value)

@@ -80,6 +80,12 @@ class TestRunsEndpoint:
         assert medians == sorted(medians, reverse=True)
         assert len(medians) == 24
 
+    @pytest.mark.parametrize("sort", [",,", "median,", ",-median", "median,,rank"])
+    def test_an_empty_sort_field_is_a_400_naming_the_parameter(self, client, registry, sort):
+        response = client.get(reverse("run-list"), {"sort": sort})
+        assert response.status_code == 400
+        assert "Empty sort field" in response.json()["sort"][0]
+
     def test_pages_cover_every_run_once(self, client, registry):
         seen = []
         for page in (1, 2, 3):
