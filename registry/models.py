@@ -353,6 +353,15 @@ class Verdict(models.TextChoices):
     INCONCLUSIVE = "inconclusive", "Inconclusive"
 
 
+def raises_level(verdict: str, sampling: dict | None) -> bool:
+    """Whether a rerun's verdict makes its run `reproduced`: it agrees, and not on the card that
+    measured the run (a one-GPU host reruns there). `reproduced` means two physical GPUs agreed;
+    a card not recorded on either side (a CPU) does not count as the same. Takes the stored
+    fields, so the shipped files' loader judges their jobs by the same rule as the recorder."""
+    same_gpu = sampling.get("same_gpu") if isinstance(sampling, dict) else None
+    return verdict == Verdict.AGREES and same_gpu is not True
+
+
 ACTIVE_JOB_STATES = (JobState.QUEUED, JobState.RUNNING)
 
 
@@ -583,6 +592,10 @@ class RerunJob(models.Model):
     @property
     def is_active(self) -> bool:
         return self.state in ACTIVE_JOB_STATES
+
+    @property
+    def raises_level(self) -> bool:
+        return raises_level(self.verdict, self.sampling)
 
     @property
     def agreement_pct(self) -> float | None:

@@ -29,8 +29,8 @@ from registry.models import (
     RerunJob,
     Source,
     Workload,
+    raises_level,
 )
-from registry.reruns.judgement import raises_level
 from registry.reruns.services.measured_run import (
     CONTROLLED_SOURCE,
     controlled_source,
@@ -189,7 +189,7 @@ def _workload_fields(fields: dict) -> dict:
 
 def _evidence_check(fields: dict, jobs: list, where: str) -> str:
     """The level the run loads at. `measured` needs the measure job that made the run;
-    `reproduced` needs a rerun whose verdict agrees on another card (judgement.raises_level); a
+    `reproduced` needs a rerun whose verdict agrees on another card (models.raises_level); a
     run whose agreeing reruns all ran on its measuring card loads at `measured`. A rerun judged before verdicts existed (by a
     fixed tolerance, with no verdict) is kept as history, and its run loads at `measured`."""
     level = fields.get("evidence_level")

@@ -61,14 +61,6 @@ def run_judgement(run: BenchmarkRun, *, samples: list, upstream: dict | None, fi
     )
 
 
-def raises_level(verdict: str, sampling: dict | None) -> bool:
-    """Whether a rerun's verdict makes its run `reproduced`: it agrees, and not on the card that
-    measured the run (a one-GPU host reruns there). `reproduced` means two physical GPUs agreed;
-    a card not recorded on either side (a CPU) does not count as the same."""
-    same_gpu = sampling.get("same_gpu") if isinstance(sampling, dict) else None
-    return verdict == Verdict.AGREES and same_gpu is not True
-
-
 def difference_interval(new: stats.Side, old: stats.Side, *, metric: str, spread_from=None):
     """stats.difference_interval for two figures of one metric, the one place that says how its
     samples are resampled: timed calls in batches of consecutive calls (stats.batch_medians), a

@@ -14,7 +14,7 @@ from django.utils import timezone
 from registry.cache import generation_bump
 from registry.models import BenchmarkRun, EvidenceLevel, JobKind, JobState, RerunJob, Verdict
 from registry.reruns.harness import stats
-from registry.reruns.judgement import SAMPLES_LIMIT, judgement_note, raises_level, run_judgement
+from registry.reruns.judgement import SAMPLES_LIMIT, judgement_note, run_judgement
 from registry.reruns.services.ceilings import CeilingRejected, ceiling_fields, measured_ceiling_create
 from registry.reruns.services.measured_run import CONTROLLED_SOURCE, measured_run_from_job
 from registry.reruns.services.worker import LOG_LIMIT, bounded_log
@@ -108,14 +108,10 @@ def _rerun_judge(job: RerunJob) -> None:
     _judgement_store(job, run)
     if job.verdict == Verdict.DISAGREES:
         _divergence_report_open(job)
-    elif _raises_level(job) and run.evidence_level != EvidenceLevel.REPRODUCED:
+    elif job.raises_level and run.evidence_level != EvidenceLevel.REPRODUCED:
         BenchmarkRun.objects.filter(pk=run.pk).update(
             evidence_level=EvidenceLevel.REPRODUCED, updated_at=timezone.now()
         )
-
-
-def _raises_level(job: RerunJob) -> bool:
-    return raises_level(job.verdict, job.sampling)
 
 
 JUDGEMENT_FIELDS = ("verdict", "deviation", "deviation_low", "deviation_high", "tolerance", "verdict_note")
@@ -155,7 +151,7 @@ def rerun_rejudge(*, job_id: int) -> tuple[str, str] | None:
         if job.verdict == Verdict.DISAGREES and before["verdict"] != Verdict.DISAGREES:
             _divergence_report_open(job)
     reruns = RerunJob.objects.filter(run=run, kind=JobKind.RERUN).exclude(pk=job.pk)
-    if _raises_level(job) or any(map(_raises_level, reruns.filter(verdict=Verdict.AGREES))):
+    if job.raises_level or any(rerun.raises_level for rerun in reruns.filter(verdict=Verdict.AGREES)):
         level = EvidenceLevel.REPRODUCED
     elif run.source.slug == CONTROLLED_SOURCE["slug"]:
         level = EvidenceLevel.MEASURED
