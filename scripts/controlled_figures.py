@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The figures the README gives for the shipped controlled runs, read from the files themselves
-(standard library and numpy): coverage, verdicts, rerun-to-rerun differences, sampling and where
-the host's seconds went.
+(numpy and scipy): coverage, verdicts, rerun-to-rerun differences, the offset between each pair
+of cards, sampling and where the host's seconds went.
 
-    python3 scripts/controlled_figures.py [registry/data/controlled-runs] [--since 2026-12-01T10:00]
+    .venv/bin/python scripts/controlled_figures.py [registry/data/controlled-runs] [--since 2026-12-01T10:00]
 
 `--since`: the host seconds of the measure jobs started from then on as well (the harness has run
 upstream's setup on the GPU since 2026-12-01T10:00 UTC; docs/protocol.md).
@@ -16,7 +16,10 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 
+# A pair of cards is reported with at least this many latency reruns between them in a band.
+PAIR_MIN = 10
 # Bands of a run's median (ms), largest first: the first whose bound the median reaches.
 BANDS = (("10 ms or more", 10), ("1-10 ms", 1), ("0.1-1 ms", 0.1), ("25-100 us", 0.025), ("under 25 us", 0))
 FOLDER = Path(__file__).resolve().parent.parent / "registry" / "data" / "controlled-runs"
@@ -28,6 +31,7 @@ def main(folder: Path, since: str = "") -> None:
     runs = other_card = 0
     recent = []
     by_card = {True: [], False: [], None: []}
+    pairs = {}  # (first card, second card, small) -> signed differences, second against first
     for path in sorted(folder.glob("*.json.gz")):
         for entry in json.loads(gzip.decompress(path.read_bytes()))["runs"]:
             run, jobs = entry["run"], entry["jobs"]
@@ -66,6 +70,8 @@ def main(folder: Path, since: str = "") -> None:
                 by_card[sampling.get("same_gpu")].append(job["verdict"] == "agrees")
                 if run["metric"] == "latency":
                     differences.append((abs(job["deviation"]), run["median"]))
+                    if sampling.get("same_gpu") is False:
+                        _pair_difference(pairs, jobs, job, run["median"])
                     band = next(label for label, low in BANDS if run["median"] >= low)
                     bands[(sampling.get("same_gpu"), band, job["verdict"])] += 1
     total = sum(verdicts.values())
@@ -99,6 +105,7 @@ def main(folder: Path, since: str = "") -> None:
                 f"|difference| of medians, speed workloads {label}: n={values.size}, median {np.median(values):.2%}, "
                 f"95th percentile {np.quantile(values, 0.95):.2%}, within 1%: {(values <= 0.01).mean():.0%}"
             )
+    _print_pairs(pairs)
     print(f"latency sampling stopped on: {dict(stops)}; median samples {np.median(samples):.0f}")
     for label, rows in (("", seconds), (f" started from {since}", recent)):
         if rows:
@@ -110,6 +117,39 @@ def main(folder: Path, since: str = "") -> None:
                 )
             )
     print(f"older-protocol runs, rerun under their own protocol: {dict(legacy)}")
+
+
+def _pair_difference(pairs: dict, jobs: list, rerun: dict, median: float) -> None:
+    """File a cross-card rerun's difference under its two cards in a fixed order (the second's
+    time against the first's: the sign turned round when the rerun ran on the first)."""
+    measured_on = next((j.get("gpu_uuid") for j in jobs if j["kind"] == "measure"), "")
+    cards = (measured_on or "", rerun.get("gpu_uuid") or "")
+    if not all(cards) or 0.1 <= median < 1:
+        return
+    first, second = sorted(cards)
+    sign = 1 if cards == (first, second) else -1
+    pairs.setdefault((first, second, median < 0.1), []).append(sign * rerun["deviation"])
+
+
+def _print_pairs(pairs: dict) -> None:
+    """Each pair of cards with PAIR_MIN reruns or more in a band: the median of the second's time
+    against the first's, with its distribution-free 95% interval (scipy's quantile_test), and how
+    many reruns went the median's way. An interval clear of zero is an offset between the cards
+    (or their hosts), not noise of single jobs."""
+    for small, label in ((True, "under 0.1 ms"), (False, "1 ms or more")):
+        rows = [(key, values) for key, values in sorted(pairs.items()) if key[2] is small]
+        rows = [(key, np.array(values)) for key, values in rows if len(values) >= PAIR_MIN]
+        if not rows:
+            continue
+        print(f"offset between two cards, latency workloads {label} (the second card against the first):")
+        for (first, second, _), values in rows:
+            middle = np.median(values)
+            interval = stats.quantile_test(values, q=0, p=0.5).confidence_interval(0.95)
+            same_way = np.mean(np.sign(values) == np.sign(middle))
+            print(
+                f"  {first[:12]} / {second[:12]}: n={values.size}, median {middle:+.2%}, 95% interval "
+                f"{interval.low:+.2%} to {interval.high:+.2%}, {same_way:.0%} of reruns that way"
+            )
 
 
 if __name__ == "__main__":

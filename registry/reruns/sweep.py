@@ -2,6 +2,10 @@
 through the real pipeline (measure jobs on Celery workers, one per GPU), rerun each result on
 another card, and export what finished as data that `load_bundled_data` loads.
 
+A rerun on the card that measured cannot make a run `reproduced` (models.raises_level), so a host
+with one card leaves the runs it measured for the next host with another card, and spends its
+time on new measurements and on the reruns other cards left (`same_card=True` reruns here anyway).
+
 `python manage.py controlled_sweep --out DIR` (docs/reruns.md). Resumable: the runs already in
 this database or in DIR (loaded first) are not measured again, so a sweep cut short by its
 deadline goes on where it stopped when started again with the same DIR.
@@ -57,6 +61,7 @@ class Progress:
     measured: int = 0
     reruns: int = 0
     failed: list = field(default_factory=list)
+    waiting: int = 0  # measured on this one-card host's card: left for a rerun on another card
 
 
 def targets(*, gpu_slug: str, kernels: list[str] | None = None) -> list[Target]:
@@ -176,6 +181,7 @@ def sweep(
     reruns: bool = True,
     export: bool = True,
     resume: bool = True,
+    same_card: bool = False,
     log=print,
 ) -> dict:
     """Measure, rerun and export until done or `deadline_s` has passed; returns the figures."""
@@ -188,28 +194,31 @@ def sweep(
     done = measured_targets(gpu_slug=gpu_slug) if resume else {}
     pending = deque(t for t in todo if t not in done)
     wanted = set(todo)
-    rerun_done = _reruns_done()
-    to_rerun = deque(run for t, run in done.items() if t in wanted and reruns and run.pk not in rerun_done)
+    # This host's cards (none on a CPU: every run is rerun here).
+    host_cards = {uuid for _, uuid in local_gpus()[:gpus] if uuid} if reruns else set()
+    keep_for_another = set() if same_card or len(host_cards) != 1 else host_cards
+    figures = Progress()
+    measured = [run for t, run in done.items() if t in wanted]
+    rerun_done = _reruns_done() if reruns else set()
+    unrerun = [run for run in measured if reruns and run.pk not in rerun_done]
+    to_rerun = deque(_rerun_here(unrerun, keep_for_another, figures))
     cross_card = []
     if reruns and resume:
         to_rerun.extend(_legacy_runs(gpu_slug, kernels, current=done.values()))
-        host_cards = {uuid for _, uuid in local_gpus()[:gpus] if uuid}
-        cross_card = _same_card_runs(
-            [run for t, run in done.items() if t in wanted], elsewhere_than=host_cards
-        )
+        cross_card = _same_card_runs(measured, elsewhere_than=host_cards)
         to_rerun.extend(cross_card)
     log(
         f"{len(todo)} targets: {len(done)} measured already, {len(pending)} to measure, {len(to_rerun)} to rerun "
-        f"({len(cross_card)} of them rerun so far only on the card that measured them)"
+        f"({len(cross_card)} of them rerun so far only on the card that measured them; {figures.waiting} "
+        "measured on this host's only card wait for another)"
     )
     fleet = Fleet(gpu_slug=gpu_slug, gpus=gpus, log_dir=out / "logs")
     in_flight: dict[int, Target | None] = {}
     attempts: dict[Target, int] = defaultdict(int)
-    figures = Progress()
     window = 2 * gpus + 1  # messages ahead of the workers: enough to keep every card busy
     try:
         while time.monotonic() < stop_at and (pending or to_rerun or in_flight):
-            _collect(in_flight, pending, to_rerun, attempts, figures, reruns)
+            _collect(in_flight, pending, to_rerun, attempts, figures, reruns, keep_for_another)
             while len(in_flight) < window and (to_rerun or pending):
                 if to_rerun:  # a rerun first: its run is already measured
                     _send_rerun(to_rerun.popleft(), in_flight, log, gpus=gpus)
@@ -224,11 +233,14 @@ def sweep(
             time.monotonic() < grace_end and RerunJob.objects.filter(pk__in=list(in_flight)).active().exists()
         ):
             time.sleep(0.5)
-        _collect(in_flight, pending, to_rerun, attempts, figures, reruns)
+        _collect(in_flight, pending, to_rerun, attempts, figures, reruns, keep_for_another)
     finally:
         fleet.stop()
     elapsed = time.monotonic() - began
-    log(f"stopped after {elapsed:.0f} s: {figures.measured} measured, {figures.reruns} reruns finished")
+    log(
+        f"stopped after {elapsed:.0f} s: {figures.measured} measured, {figures.reruns} reruns finished, "
+        f"{figures.waiting} runs wait for a rerun on another card"
+    )
     if export:
         controlled.controlled_runs_export_dir(out=out, gpu_slug=gpu_slug)
     return {
@@ -237,6 +249,7 @@ def sweep(
         "reruns": figures.reruns,
         "failed": figures.failed,
         "left": len(pending) + len(to_rerun),
+        "waiting_for_another_card": figures.waiting,
     }
 
 
@@ -260,6 +273,29 @@ def _legacy_runs(gpu_slug: str, kernels, *, current) -> list[BenchmarkRun]:
     return list(runs.exclude(pk__in=with_verdict).exclude(rerun_jobs__state__in=["queued", "running"]))
 
 
+def _rerun_here(
+    runs: list[BenchmarkRun], keep_for_another: set[str], figures: Progress
+) -> list[BenchmarkRun]:
+    """Of `runs` (none rerun yet), those to rerun on this host: all, unless the card that measured
+    one is in `keep_for_another` (this one-card host's card), where a rerun could not make it
+    `reproduced`; those are counted in `figures.waiting`. In one query."""
+    if not keep_for_another:
+        return runs
+    measured_on = _measured_on(runs)
+    here = [run for run in runs if measured_on.get(run.pk) not in keep_for_another]
+    figures.waiting += len(runs) - len(here)
+    return here
+
+
+def _measured_on(runs: list[BenchmarkRun]) -> dict[int, str]:
+    """Run id -> UUID of the card its measure job ran on (runs whose card is unknown left out)."""
+    return dict(
+        RerunJob.objects.filter(kind=JobKind.MEASURE, result_run__in=runs)
+        .exclude(gpu_uuid="")
+        .values_list("result_run_id", "gpu_uuid")
+    )
+
+
 def _same_card_runs(runs: list[BenchmarkRun], *, elsewhere_than: set[str]) -> list[BenchmarkRun]:
     """Of `runs`, those whose every judged rerun ran on the card that measured them (a one-GPU
     host reruns there), measured on a card that is not one of `elsewhere_than` (this host's
@@ -268,11 +304,7 @@ def _same_card_runs(runs: list[BenchmarkRun], *, elsewhere_than: set[str]) -> li
     three queries."""
     if not elsewhere_than:
         return []
-    measured_on = dict(
-        RerunJob.objects.filter(kind=JobKind.MEASURE, result_run__in=runs)
-        .exclude(gpu_uuid="")
-        .values_list("result_run_id", "gpu_uuid")
-    )
+    measured_on = _measured_on(runs)
     reruns = RerunJob.objects.filter(kind=JobKind.RERUN, run__in=list(measured_on))
     busy = set(reruns.active().values_list("run_id", flat=True))
     judged = reruns.exclude(verdict="").exclude(gpu_uuid="").values_list("run_id", "gpu_uuid")
@@ -322,7 +354,9 @@ def _send_rerun(run: BenchmarkRun, in_flight, log, *, gpus: int) -> None:
     in_flight[job.pk] = None
 
 
-def _collect(in_flight, pending, to_rerun, attempts, figures: Progress, reruns: bool) -> None:
+def _collect(
+    in_flight, pending, to_rerun, attempts, figures: Progress, reruns: bool, keep_for_another=frozenset()
+) -> None:
     jobs = RerunJob.objects.filter(pk__in=list(in_flight))
     stuck = jobs.exclude(state__in=FINISHED).filter(
         started_at__lt=timezone.now() - timedelta(seconds=STUCK_AFTER_S)
@@ -339,7 +373,9 @@ def _collect(in_flight, pending, to_rerun, attempts, figures: Progress, reruns: 
             figures.reruns += 1
         elif job.state == JobState.SUCCEEDED:
             figures.measured += 1
-            if reruns:
+            if reruns and job.gpu_uuid and job.gpu_uuid in keep_for_another:
+                figures.waiting += 1
+            elif reruns:
                 to_rerun.append(job.result_run)
         elif attempts[target] < MAX_MEASURE_ATTEMPTS:
             pending.append(target)

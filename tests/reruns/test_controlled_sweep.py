@@ -2,7 +2,8 @@
 cpu`): its own fleet of Celery worker processes measures each target, reruns each result, the
 recorder gives every rerun a verdict, and the export is data that loads again. Cut short, it goes
 on where it stopped: a second sweep over a longer list measures only what the first left; on a
-host with other cards, a run so far rerun only on the card that measured it is rerun there."""
+host with other cards, a run so far rerun only on the card that measured it is rerun there; on a
+host whose only card measured a run, the run waits for another card."""
 
 import pytest
 
@@ -96,3 +97,16 @@ def test_a_sweep_measures_reruns_judges_and_exports_then_resumes_where_it_stoppe
     RerunJob.objects.filter(run=first_two[0], gpu_uuid="GPU-card-B").update(gpu_uuid="GPU-card-A")
     assert sweep._same_card_runs(first_two, elsewhere_than={"GPU-card-A"}) == []
     assert sweep._same_card_runs(first_two, elsewhere_than={"GPU-card-C"}) == [first_two[0]]
+
+    # A host whose only card is A: a rerun there could not make a run measured on A reproduced,
+    # so such a run waits for another card, whether found at the start or measured by this sweep.
+    third_run = controlled_runs().order_by("pk")[2]
+    waiting = sweep.Progress()
+    assert sweep._rerun_here([*first_two, third_run], {"GPU-card-A"}, waiting) == [third_run]
+    assert waiting.waiting == 2
+    assert sweep._rerun_here(first_two, set(), waiting) == first_two  # several cards, or a CPU
+    measured_on_a = RerunJob.objects.get(kind=JobKind.MEASURE, result_run=first_two[0])
+    for host_card, reruns_here in (("GPU-card-A", []), ("GPU-card-C", [first_two[0]])):
+        to_rerun, figures = [], sweep.Progress()
+        sweep._collect({measured_on_a.pk: "target"}, [], to_rerun, {}, figures, True, {host_card})
+        assert (figures.measured, figures.waiting, to_rerun) == (1, 1 - len(reruns_here), reruns_here)

@@ -27,6 +27,12 @@ class Command(BaseCommand):
         parser.add_argument("--limit", type=int, default=None, help="Only the first N targets.")
         parser.add_argument("--gpu", default="", help="GPU model slug (default: this host's).")
         parser.add_argument(
+            "--same-card-reruns",
+            action="store_true",
+            help="On a host with one card, rerun what it measures there too (a repeatability check "
+            "that cannot make a run reproduced); by default those runs wait for another card.",
+        )
+        parser.add_argument(
             "--throughput",
             type=int,
             default=0,
@@ -58,6 +64,7 @@ class Command(BaseCommand):
                 deadline_s=options["deadline"],
                 kernels=options["kernel"] or None,
                 limit=options["limit"],
+                same_card=options["same_card_reruns"],
                 log=log,
             )
         self.stdout.write(json.dumps(figures, indent=1, default=str))

@@ -1,0 +1,58 @@
+"""The README's figures for the shipped controlled runs are the ones `scripts/controlled_figures.py`
+prints from the files today: shipping more runs without the README's figures fails here."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def printed() -> str:
+    script = ROOT / "scripts" / "controlled_figures.py"
+    return subprocess.run([sys.executable, script], capture_output=True, text=True, check=True).stdout
+
+
+def readme() -> str:
+    return " ".join((ROOT / "README.md").read_text().split())
+
+
+def number(pattern: str, text: str) -> list[int]:
+    match = re.search(pattern, text)
+    assert match, f"{pattern!r} not in the script's output"
+    return [int(group) for group in match.groups()]
+
+
+def test_the_readme_gives_the_runs_kernels_and_verdicts_the_files_hold(printed):
+    runs, kernels = number(r"runs under KernelIndex's protocols: (\d+), kernels: (\d+)", printed)
+    total, agree = number(r"reruns with a verdict: (\d+) \(\d+ on the other card\); agree: (\d+)", printed)
+    other_agree, other = number(r"on another card: (\d+) of (\d+) agree", printed)
+    same_agree, same = number(r"on the same card: (\d+) of (\d+) agree", printed)
+    (reproduced,) = number(r"'reproduced': (\d+)", printed)
+
+    text = readme()
+    assert f"Covered so far: {runs:,} runs of {kernels} kernels" in text
+    assert f"Verdicts: {agree:,} of {total:,} reruns agree" in text
+    assert f"On another physical card {other_agree:,} of {other:,} agree" in text
+    assert f"same card {same_agree:,} of {same:,}" in text
+    assert f"{reproduced:,} of the {runs:,} runs are `reproduced`" in text
+
+
+def test_the_readme_gives_the_spread_of_the_slow_workloads(printed):
+    n, median, p95, within = re.search(
+        r"1 ms or more: n=(\d+), median ([\d.]+)%, 95th percentile ([\d.]+)%, within 1%: (\d+)%", printed
+    ).groups()
+    text = readme()
+    assert f"speed workloads of 1 ms or more ({n}): median {float(median):.2f}%" in text
+    assert f"95th percentile {float(p95):.1f}%; {within}% within 1%" in text
+
+
+def test_every_pair_offset_has_an_interval_around_its_median(printed):
+    pairs = re.findall(r"median ([+-][\d.]+)%, 95% interval ([+-][\d.]+)% to ([+-][\d.]+)%", printed)
+    assert pairs, "no pair of cards with enough reruns"
+    for middle, low, high in pairs:
+        assert float(low) <= float(middle) <= float(high)
