@@ -3,6 +3,7 @@ protocol: one function for a controlled rerun (services/record.py) and for a con
 result file (attestations/services.py). Imports no service, so both can use it.
 """
 
+import math
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -11,6 +12,7 @@ from registry.models import BenchmarkRun, JobKind, Metric, RerunJob, Verdict
 from registry.reruns.harness import MEMORY_FAMILY, stats
 
 SAMPLES_LIMIT = 20_000  # the most samples one result may carry
+UPSTREAM_MEMORY_PASSES = 10  # utils._test_memory's passes, one peak read after each
 # Runs whose own samples a rerun is compared with (KernelIndex's protocols).
 CONTROLLED_FAMILIES = (
     "kernelindex/cuda-v1",
@@ -46,7 +48,12 @@ def run_judgement(run: BenchmarkRun, *, samples: list, upstream: dict | None, fi
     measured_by = run.measured_by_jobs.filter(kind=JobKind.MEASURE).order_by("pk").first()
     own_protocol = run.protocol.comparability_family in CONTROLLED_FAMILIES and measured_by is not None
     if own_protocol and len(measured_by.samples) >= 2 and len(samples) >= 2:
-        new, old, basis = stats.Side(samples=samples), stats.Side(samples=measured_by.samples), "samples"
+        if run.metric == Metric.MEMORY:
+            samples = memory_peaks(samples, upstream)
+            recorded = memory_peaks(measured_by.samples, measured_by.upstream)
+        else:
+            recorded = measured_by.samples
+        new, old, basis = stats.Side(samples=samples), stats.Side(samples=recorded), "samples"
     else:
         upstream = upstream or dict(zip(("median", "p20", "p80"), figures, strict=True))
         new, old, basis = (
@@ -59,6 +66,25 @@ def run_judgement(run: BenchmarkRun, *, samples: list, upstream: dict | None, fi
     return Judgement(
         basis, new, old, point, low, high, how, stats.verdict(low, high, tolerance), tolerance, measured_by
     )
+
+
+def memory_peaks(samples: list, upstream: dict | None) -> list:
+    """The peaks upstream's `_test_memory` took its quantiles of: one read after each of its
+    passes. Until 2026-12-02 the harness also kept the readings that code inside a pass took
+    (torch.compile compiling in the first pass), which come before upstream's own; such a job's
+    last UPSTREAM_MEMORY_PASSES readings are its peaks when their quantiles are the job's upstream
+    figures, as they are for every shipped one. Otherwise the samples are taken as they are."""
+    peaks = samples[-UPSTREAM_MEMORY_PASSES:]
+    if len(samples) <= UPSTREAM_MEMORY_PASSES or not isinstance(upstream, dict):
+        return samples
+    figures = [upstream.get(key) for key in ("median", "p20", "p80")]
+    if not all(isinstance(value, int | float) for value in figures):
+        return samples
+    same = all(
+        math.isclose(mine, theirs, rel_tol=1e-6)
+        for mine, theirs in zip(stats.quantiles(peaks), figures, strict=True)
+    )
+    return peaks if same else samples
 
 
 def difference_interval(new: stats.Side, old: stats.Side, *, metric: str, spread_from=None):

@@ -36,7 +36,8 @@ def test_a_budget_stop_past_the_minimum_reports_the_precision_it_reached():
     assert result["precision"] == stats.relative_precision(result["samples"], 0.99) > 0
 
 
-def test_what_is_timed_runs_without_the_default_device_the_setup_ran_under():
+def harness_runner():
+    """harness/runner.py as the harness's child process loads it (outside the package)."""
     import importlib.util
 
     from registry.reruns.harness import runner as runner_path  # noqa: F401 - the module's file
@@ -44,6 +45,11 @@ def test_what_is_timed_runs_without_the_default_device_the_setup_ran_under():
     spec = importlib.util.spec_from_file_location("harness_runner", runner_path.__file__)
     runner = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(runner)
+    return runner
+
+
+def test_what_is_timed_runs_without_the_default_device_the_setup_ran_under():
+    runner = harness_runner()
     seen = []
 
     def call():
@@ -63,3 +69,50 @@ def test_what_is_timed_runs_without_the_default_device_the_setup_ran_under():
         torch.set_default_device(None)
 
     assert set(seen) == {"cpu"} and len(seen) > 2  # upstream's call and every warm-up call and sample
+
+
+class Allocator:
+    """A stand-in for torch.cuda's peak-memory counters (this machine has no CUDA): each pass
+    raises the peak by 1 MiB."""
+
+    def __init__(self):
+        self.peak = 100 * 2**20
+
+    def max_memory_allocated(self):
+        return self.peak
+
+    def max_memory_reserved(self):
+        return self.peak + 2**20
+
+
+def test_memory_samples_are_the_peaks_upstream_reads_after_each_pass_and_no_other_reading():
+    runner = harness_runner()
+    allocator = Allocator()
+
+    def test_memory(func, _iter=10, quantiles=None):  # utils._test_memory's shape: read after each pass
+        peaks = []
+        for _ in range(_iter):
+            func()
+            peaks.append(allocator.max_memory_allocated() / 2**20)
+        return peaks
+
+    passes = []
+
+    def one_pass():  # the first pass reads the allocator itself twice, as torch.compile does
+        if not passes:
+            allocator.max_memory_allocated(), allocator.max_memory_allocated()
+        passes.append(1)
+        allocator.peak += 2**20
+
+    def do_bench(fn, warmup=25, rep=100):
+        return 1.0
+
+    recorder = runner.Recorder(do_bench, torch=torch, device="cpu", timing=timing, stats=stats)
+    recorder.calls, recorder.plan_began = [], time.perf_counter()
+    returned = recorder.memory(test_memory, allocator)(one_pass)
+
+    (call,) = recorder.calls
+    assert call["samples"] == returned == [101.0 + i for i in range(10)]
+    assert call["readings_inside_passes_mb"] == [100.0, 100.0]
+    assert call["peak_reserved_mb"] == [102.0 + i for i in range(10)]
+    assert allocator.max_memory_allocated == Allocator.max_memory_allocated.__get__(allocator)

@@ -14,7 +14,7 @@ from django.core.management import call_command
 
 from attestations.models import IssueReport
 from registry.models import BenchmarkRun, EvidenceLevel, JobState, Kernel, RerunJob
-from registry.reruns import tasks
+from registry.reruns import judgement, tasks
 from registry.reruns.controlled import (
     BUNDLED_CONTROLLED_DIR,
     controlled_document_read,
@@ -31,7 +31,7 @@ from registry.reruns.services import (
     rerun_rejudge,
     rerun_request,
 )
-from tests.reruns.conftest import harness_result, spread_samples
+from tests.reruns.conftest import csv_import, harness_result, row, spread_samples
 
 pytestmark = pytest.mark.django_db
 
@@ -213,6 +213,52 @@ class TestControlledRunsOnSamples:
 
     def test_a_source_run_has_no_card_to_compare_with(self, h200_run):
         assert rerun(h200_run, harness_result(1.0)).sampling["same_gpu"] is None
+
+
+class TestMemoryPeaks:
+    """A memory job's samples are the peaks upstream's `_test_memory` read after each of its 10
+    passes. Jobs recorded before 2026-12-02 also kept readings taken inside the first pass (by
+    torch.compile compiling): those are left out of the verdict when the last 10 readings give the
+    job's upstream figures."""
+
+    COMPILED = [942.3, 1002.3, 1318.8, 1378.8, 1378.8, 1378.8]  # inside the first pass
+    PEAK = 1569.5
+
+    @pytest.fixture
+    def memory_run(self, tmp_path, db):
+        csv_import(tmp_path / "memory.csv", [row("liger", "full", metric="memory", y=(self.PEAK,) * 3)])
+        job = measure_request(
+            kernel=Kernel.objects.get(slug="geglu"),
+            providers=["liger"],
+            operation_modes=["full"],
+            metrics=["memory"],
+            gpu_slug="nvidia-h200",
+        ).created[0]
+        figures = {"median": self.PEAK, "p20": self.PEAK, "p80": self.PEAK}
+        samples = self.COMPILED + [self.PEAK] * 10
+        result = harness_result(self.PEAK, samples=samples, upstream=figures, unit="MB", gpu_uuid=CARD_A)
+        measured = record(job, {**result, "p20": self.PEAK, "p80": self.PEAK})
+        assert measured.state == JobState.SUCCEEDED
+        return measured.result_run
+
+    def test_a_rerun_is_judged_on_upstreams_peaks_and_agrees(self, memory_run):
+        again = [1318.8] + [self.PEAK] * 9  # its first pass compiled nothing: only upstream's 10
+        job = rerun(memory_run, harness_result(self.PEAK, samples=again, unit="MB", gpu_uuid=CARD_B))
+
+        assert (job.verdict, job.deviation_low, job.deviation_high) == ("agrees", 0.0, 0.0)
+        assert "Rerun: 10 samples; recorded run: 10 samples" in job.verdict_note
+        assert len(memory_run.measured_by_jobs.get().samples) == 16  # the job keeps what it recorded
+        memory_run.refresh_from_db()
+        assert memory_run.evidence_level == EvidenceLevel.REPRODUCED
+
+    def test_readings_whose_last_ten_are_not_upstreams_figures_are_taken_as_they_are(self):
+        samples = self.COMPILED + [self.PEAK] * 10
+        assert judgement.memory_peaks(samples, {"median": 1500.0, "p20": 1500.0, "p80": 1500.0}) == samples
+        assert judgement.memory_peaks(samples, None) == samples
+        assert judgement.memory_peaks(samples, {"median": "x"}) == samples
+        figures = {"median": self.PEAK, "p20": self.PEAK, "p80": self.PEAK}
+        assert judgement.memory_peaks(samples, figures) == [self.PEAK] * 10
+        assert judgement.memory_peaks(samples[-10:], figures) == samples[-10:]
 
 
 class TestWhatTheJobRecords:
