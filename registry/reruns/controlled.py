@@ -190,8 +190,9 @@ def _workload_fields(fields: dict) -> dict:
 def _evidence_check(fields: dict, jobs: list, where: str) -> str:
     """The level the run loads at. `measured` needs the measure job that made the run;
     `reproduced` needs a rerun whose verdict agrees on another card (models.raises_level); a
-    run whose agreeing reruns all ran on its measuring card loads at `measured`. A rerun judged before verdicts existed (by a
-    fixed tolerance, with no verdict) is kept as history, and its run loads at `measured`."""
+    run whose agreeing reruns all ran on its measuring card loads at `measured`. A rerun judged
+    before verdicts existed (by a fixed tolerance, with no verdict) is kept as history, and its
+    run loads at `measured`."""
     level = fields.get("evidence_level")
     if level not in (EvidenceLevel.MEASURED, EvidenceLevel.REPRODUCED):
         raise ImportRejected(f"{where}: a controlled run is 'measured' or 'reproduced', not {level!r}")

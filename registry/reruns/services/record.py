@@ -1,9 +1,9 @@
 """Recording a job's result: the evidence rule.
 
 The only code that changes an evidence level: in the transaction that finishes a job it sets
-`reproduced` on a rerun that agreed on another card, or creates the `measured` run of a measure job; and, when a
-finished rerun is judged again under today's statistics (`rerun_rejudge`), it keeps `reproduced`
-only while one of the run's reruns agrees on another card.
+`reproduced` on a rerun that agreed on another card, or creates the `measured` run of a measure
+job; and, when a finished rerun is judged again under today's statistics (`rerun_rejudge`), it
+keeps `reproduced` only while one of the run's reruns agrees on another card.
 """
 
 import math
@@ -26,9 +26,10 @@ def rerun_record_result(*, job_id: int, lease: str, result: dict) -> RerunJob | 
     """Finish the job held by `lease` with the harness's result, in one transaction.
 
     The only code that changes an evidence level: a rerun whose verdict is `agrees`, on another
-    card than the measurement's, makes the run `reproduced`; a measure job creates its run at `measured`. A failed harness, an
-    `inconclusive` or `disagrees` verdict (the job `diverged`) or a result from a stale attempt
-    leaves every level as it was. Returns None when the job was not this attempt's."""
+    card than the measurement's, makes the run `reproduced`; a measure job creates its run at
+    `measured`. A failed harness, an `inconclusive` or `disagrees` verdict (the job `diverged`) or
+    a result from a stale attempt leaves every level as it was. Returns None when the job was not
+    this attempt's."""
     job = (
         # of=self: a ceilings job has no kernel or workload, so those joins are outer ones, which
         # PostgreSQL cannot lock; the job's row is the one that needs it.
@@ -127,9 +128,9 @@ def rerun_rejudge(*, job_id: int) -> tuple[str, str] | None:
     run's level is settled by the rule either way (it changes when the rule did). Otherwise
     the judgement it had is kept in `sampling["earlier_judgements"]`, and the run's level follows
     the evidence rule: `reproduced` while one of its reruns agrees on another card (or one not
-    known to be the same), else the level it has without one (`measured` for a controlled run, `reported` for a source's). A rerun that comes to
-    disagree diverges and opens an issue report, as when it was recorded; one that no longer
-    disagrees leaves its report to the moderators."""
+    known to be the same), else the level it has without one (`measured` for a controlled run,
+    `reported` for a source's). A rerun that comes to disagree diverges and opens an issue report,
+    as when it was recorded; one that no longer disagrees leaves its report to the moderators."""
     job = (
         RerunJob.objects.select_for_update(of=("self",))
         .filter(pk=job_id, kind=JobKind.RERUN, state__in=(JobState.SUCCEEDED, JobState.DIVERGED))
