@@ -15,6 +15,7 @@ from django.db.models import Prefetch, Q
 from scipy import stats
 
 from registry.models import BenchmarkRun, JobKind, JobState, Metric, RerunJob
+from registry.reruns.judgement import memory_peaks
 from registry.sampleplot import PlotRow, SamplePlot
 
 # The job columns the run page and the run API never show (a measure job's log runs to kB).
@@ -86,13 +87,28 @@ class JobEvidence:
         self.upstream_raw = mapping(job.upstream)
 
     @cached_property
-    def samples(self) -> list[float]:
+    def readings(self) -> list[float]:
         raw = self.job.samples if isinstance(self.job.samples, list) else []
         return [v for v in (number(s) for s in raw) if v is not None]
+
+    @cached_property
+    def samples(self) -> list[float]:
+        """What the job's figures and verdicts rest on: for a memory job, upstream's peaks only
+        (judgement.memory_peaks), as the verdict judges them."""
+        if self.job.metric == Metric.MEMORY:
+            return memory_peaks(self.readings, self.upstream_raw)
+        return self.readings
 
     @property
     def sample_count(self) -> int:
         return len(self.samples)
+
+    @property
+    def readings_inside_passes(self) -> int:
+        """Allocator readings that code inside a memory pass took (torch.compile), not upstream:
+        kept apart by the harness, or, in a job recorded before it did, left out of the samples."""
+        apart = self.sampling.get("readings_inside_passes_mb")
+        return (len(apart) if isinstance(apart, list) else 0) + len(self.readings) - len(self.samples)
 
     @property
     def precision(self) -> float | None:
@@ -300,7 +316,14 @@ def run_jobs(run: BenchmarkRun) -> list[RerunJob]:
 def measured_samples(pks) -> dict[int, list[float]]:
     """Raw samples of controlled runs (their measure job's), by run: one query."""
     found = RerunJob.objects.filter(kind=JobKind.MEASURE, result_run_id__in=pks).exclude(samples=[])
-    return {run: samples for run, samples in found.values_list("result_run_id", "samples") if samples}
+    rows = found.values_list("result_run_id", "samples", "metric", "upstream")
+    return {
+        run: memory_peaks(samples, upstream)
+        if metric == Metric.MEMORY and isinstance(samples, list)
+        else samples
+        for run, samples, metric, upstream in rows
+        if samples
+    }
 
 
 def samples_plot(run: BenchmarkRun, evidence: RunEvidence, *, max_rows: int = 8) -> SamplePlot | None:

@@ -78,7 +78,7 @@ def memory_peaks(samples: list, upstream: dict | None) -> list:
     if len(samples) <= UPSTREAM_MEMORY_PASSES or not isinstance(upstream, dict):
         return samples
     figures = [upstream.get(key) for key in ("median", "p20", "p80")]
-    if not all(isinstance(value, int | float) for value in figures):
+    if not all(isinstance(value, int | float) and math.isfinite(value) for value in [*figures, *peaks]):
         return samples
     same = all(
         math.isclose(mine, theirs, rel_tol=1e-6)

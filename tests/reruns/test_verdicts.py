@@ -256,6 +256,8 @@ class TestMemoryPeaks:
         assert judgement.memory_peaks(samples, {"median": 1500.0, "p20": 1500.0, "p80": 1500.0}) == samples
         assert judgement.memory_peaks(samples, None) == samples
         assert judgement.memory_peaks(samples, {"median": "x"}) == samples
+        junk = [*self.COMPILED, "x", *[self.PEAK] * 9]  # a worker's JSON, read defensively
+        assert judgement.memory_peaks(junk, {"median": 1.0, "p20": 1.0, "p80": 1.0}) == junk
         figures = {"median": self.PEAK, "p20": self.PEAK, "p80": self.PEAK}
         assert judgement.memory_peaks(samples, figures) == [self.PEAK] * 10
         assert judgement.memory_peaks(samples[-10:], figures) == samples[-10:]

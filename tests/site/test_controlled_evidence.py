@@ -226,6 +226,24 @@ class TestVerdicts:
         assert "inconclusive ; the run's evidence level is unchanged" in said[("inconclusive", False)]
         assert "so the run is reproduced" not in said[("inconclusive", False)]
 
+    def test_a_memory_job_counts_upstreams_peaks_and_says_what_else_it_read(self, client, run):
+        peaks = [2040.0] * 10
+        compiled = [900.0, 960.0, 1500.0]  # read inside the first pass, before upstream's first
+        figures = {"median": 2040.0, "p20": 2040.0, "p80": 2040.0}
+        measure(run, metric="memory", samples=compiled + peaks, upstream=figures, median=2040.0)
+
+        section = evidence_section(page(client, run))
+
+        assert '<strong data-figure="sample-count">10 samples</strong>' in section
+        assert "3 more allocator readings were taken inside a pass" in section
+        assert section.count('data-notice="inside-pass"') == 1
+
+    def test_a_memory_job_whose_readings_are_all_upstreams_has_no_such_notice(self, client, run):
+        figures = {"median": 2040.0, "p20": 2040.0, "p80": 2040.0}
+        measure(run, metric="memory", samples=[2040.0] * 10, upstream=figures, median=2040.0)
+
+        assert 'data-notice="inside-pass"' not in evidence_section(page(client, run))
+
     def test_samples_that_move_together_say_the_precision_overstates_the_job(self, client, run):
         descending = [10.3 - 0.6 * i / 59 for i in range(60)]  # a job whose calls slow down: r = 1
         measure(run, samples=descending)
