@@ -7,7 +7,7 @@ import json
 import pytest
 
 from registry.importers.liger import COLUMNS as HEADER
-from registry.models import BenchmarkRun
+from registry.models import BenchmarkRun, Kernel, RerunJob
 from registry.reruns.harness import stats
 from registry.services import liger_import
 
@@ -99,6 +99,20 @@ def far_off_cpu_run(small_data):
 @pytest.fixture
 def broken_cpu_run(small_data):
     return small_data.get(environment__slug="cpu", workload__parameters__T=8)
+
+
+def geglu_measure_job(provider: str, mode: str, metric: str, **fields) -> RerunJob:
+    """The one measure job an H200 request for geglu's `provider`, pass and metric queues."""
+    from registry.reruns.services import measure_request
+
+    return measure_request(
+        kernel=Kernel.objects.get(slug="geglu"),
+        providers=[provider],
+        operation_modes=[mode],
+        metrics=[metric],
+        gpu_slug="nvidia-h200",
+        **fields,
+    ).created[0]
 
 
 def spread_samples(median: float, *, spread: float = 0.006, count: int = 41) -> list[float]:

@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from registry.models import BenchmarkRun, JobState, RerunJob
 from registry.reruns.services import job_claim, rerun_record_result, rerun_request
-from tests.reruns.conftest import harness_result
+from tests.reruns.conftest import geglu_measure_job, harness_result
 
 pytestmark = pytest.mark.django_db
 
@@ -81,16 +81,7 @@ class TestRerunHistory:
         assert html.count('class="job-') == 3
 
     def test_a_measured_run_shows_the_job_that_measured_it(self, small_data):
-        from registry.models import Kernel
-        from registry.reruns.services import measure_request
-
-        job = measure_request(
-            kernel=Kernel.objects.get(slug="geglu"),
-            providers=["liger"],
-            operation_modes=["forward"],
-            metrics=["latency"],
-            gpu_slug="nvidia-h200",
-        ).created[0]
+        job = geglu_measure_job("liger", "forward", "latency")
         claim = job_claim(job_id=job.pk, gpu_slug="nvidia-h200", worker_host="w")
         run = rerun_record_result(job_id=job.pk, lease=claim.lease, result=harness_result(0.7)).result_run
         assert "measured this run" in history(run)

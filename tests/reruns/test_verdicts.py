@@ -13,7 +13,7 @@ import pytest
 from django.core.management import call_command
 
 from attestations.models import IssueReport
-from registry.models import BenchmarkRun, EvidenceLevel, JobState, Kernel, RerunJob
+from registry.models import BenchmarkRun, EvidenceLevel, JobState, RerunJob
 from registry.reruns import judgement, tasks
 from registry.reruns.controlled import (
     BUNDLED_CONTROLLED_DIR,
@@ -26,12 +26,11 @@ from registry.reruns.services import (
     job_claim,
     job_message,
     job_message_check,
-    measure_request,
     rerun_record_result,
     rerun_rejudge,
     rerun_request,
 )
-from tests.reruns.conftest import csv_import, harness_result, row, spread_samples
+from tests.reruns.conftest import csv_import, geglu_measure_job, harness_result, row, spread_samples
 
 pytestmark = pytest.mark.django_db
 
@@ -56,14 +55,7 @@ def noisy(median: float, count: int, seed: int, sigma: float) -> list[float]:
 @pytest.fixture
 def controlled_run(h200_run):
     """A run measured under kernelindex-cuda-v1 on card A: 41 samples within ±0.6% of 0.9 ms."""
-    job = measure_request(
-        kernel=Kernel.objects.get(slug="geglu"),
-        providers=["huggingface"],
-        operation_modes=["forward"],
-        metrics=["latency"],
-        workloads=[h200_run.workload],
-        gpu_slug="nvidia-h200",
-    ).created[0]
+    job = geglu_measure_job("huggingface", "forward", "latency", workloads=[h200_run.workload])
     measured = record(job, harness_result(0.9, gpu_uuid=CARD_A))
     assert measured.state == JobState.SUCCEEDED
     return measured.result_run
@@ -227,13 +219,7 @@ class TestMemoryPeaks:
     @pytest.fixture
     def memory_run(self, tmp_path, db):
         csv_import(tmp_path / "memory.csv", [row("liger", "full", metric="memory", y=(self.PEAK,) * 3)])
-        job = measure_request(
-            kernel=Kernel.objects.get(slug="geglu"),
-            providers=["liger"],
-            operation_modes=["full"],
-            metrics=["memory"],
-            gpu_slug="nvidia-h200",
-        ).created[0]
+        job = geglu_measure_job("liger", "full", "memory")
         figures = {"median": self.PEAK, "p20": self.PEAK, "p80": self.PEAK}
         samples = self.COMPILED + [self.PEAK] * 10
         result = harness_result(self.PEAK, samples=samples, upstream=figures, unit="MB", gpu_uuid=CARD_A)
