@@ -116,3 +116,32 @@ def test_memory_samples_are_the_peaks_upstream_reads_after_each_pass_and_no_othe
     assert call["readings_inside_passes_mb"] == [100.0, 100.0]
     assert call["peak_reserved_mb"] == [102.0 + i for i in range(10)]
     assert allocator.max_memory_allocated == Allocator.max_memory_allocated.__get__(allocator)
+
+
+def test_only_upstreams_benchmark_code_is_timed_under_the_protocol_the_autotuner_gets_do_bench(tmp_path):
+    runner = harness_runner()
+    scripts = (tmp_path / "benchmark" / "scripts").resolve()
+    scripts.mkdir(parents=True)
+    upstream_timer = []
+
+    def do_bench(fn, warmup=25, rep=100):
+        upstream_timer.append(fn)
+        fn()
+        return 0.25
+
+    recorder = runner.Recorder(do_bench, torch=torch, device="cpu", timing=timing, stats=stats, scripts=scripts)
+    recorder.settings = {**settings.CONTROLLED_TIMING, "warmup_ms": 0, "warmup_calls": 1, "budget_s": 0.01}
+    recorder.calls, recorder.plan_began = [], time.perf_counter()
+    # upstream's utils.run_speed_benchmark calls do_bench from a file of benchmark/scripts.
+    upstream = {}
+    exec(compile("def bench(timer, fn):\n    return timer(fn)\n", str(scripts / "utils.py"), "exec"), upstream)
+    calls = []
+
+    # Triton's autotuner (not upstream's code) timing a candidate config: upstream's timer only.
+    assert recorder.timed(lambda: calls.append("candidate")) == 0.25
+    assert (calls, recorder.calls, len(upstream_timer)) == (["candidate"], [], 1)
+
+    assert upstream["bench"](recorder.timed, lambda: calls.append("pass")) == 0.25
+    (measured,) = recorder.calls
+    assert measured["protocol"] == timing.CPU_PROTOCOL and len(measured["samples"]) >= 1
+    assert calls.count("pass") > 2  # upstream's call, then the protocol's warm-up and samples

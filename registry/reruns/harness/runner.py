@@ -39,10 +39,17 @@ class Recorder:
     gives the source protocol's figures; right after it, the same callable is timed under
     KernelIndex's own protocol (timing.sample). Memory: `utils._test_memory` runs unchanged while
     `max_memory_allocated` is read through a recorder (the peaks upstream took its quantiles of),
-    with `max_memory_reserved` read beside each peak."""
+    with `max_memory_reserved` read beside each peak.
 
-    def __init__(self, do_bench, *, torch, device, timing, stats):
+    Only upstream's own benchmark code (`scripts`, its benchmark/scripts folder) is timed so:
+    Triton's autotuner also times each candidate config through `triton.testing.do_bench`, and
+    those calls get upstream's timer unchanged, as without KernelIndex (the same numbers, so the
+    same config chosen). Timed under the protocol, each candidate took seconds: a memory job of an
+    autotuned kernel ran for minutes."""
+
+    def __init__(self, do_bench, *, torch, device, timing, stats, scripts: Path | None = None):
         self.do_bench = do_bench
+        self.scripts = scripts
         self.parameters = inspect.signature(do_bench).parameters
         self.torch, self.device, self.timing, self.stats = torch, device, timing, stats
         self.settings = {}  # the plan's protocol settings
@@ -50,6 +57,8 @@ class Recorder:
         self.plan_began = time.perf_counter()
 
     def timed(self, fn, *args, **kwargs):
+        if not self._upstream_calls(sys._getframe(1)):
+            return self.do_bench(fn, *args, **kwargs)
         self.torch.set_default_device(None)  # setup is over: what is timed runs as upstream runs it
         bound = dict(zip(self.parameters, (fn, *args), strict=False), **kwargs)
         if bound.get("return_mode") == "all":
@@ -71,6 +80,11 @@ class Recorder:
         measured["upstream_call"] = {"warmup_ms": bound.get("warmup", 25), "rep_ms": bound.get("rep", 100)}
         self.calls.append(measured)
         return result
+
+    def _upstream_calls(self, frame) -> bool:
+        if self.scripts is None:
+            return True
+        return Path(frame.f_code.co_filename).resolve().is_relative_to(self.scripts)
 
     def memory(self, test_memory, accelerator):
         upstream_code = test_memory.__code__
@@ -137,7 +151,12 @@ def start(options: dict) -> dict:
         raise RuntimeError("device 'cuda' was asked for, but torch sees no CUDA GPU here")
     do_bench = cpu_triton.cpu_do_bench if device == "cpu" else triton.testing.do_bench
     recorder = Recorder(
-        do_bench, torch=torch, device=device, timing=_load_sibling("timing"), stats=_load_sibling("stats")
+        do_bench,
+        torch=torch,
+        device=device,
+        timing=_load_sibling("timing"),
+        stats=_load_sibling("stats"),
+        scripts=(root / "benchmark" / "scripts").resolve(),
     )
     triton.testing.do_bench = recorder.timed
     import utils  # benchmark/scripts/utils.py
