@@ -23,7 +23,13 @@ class ControlledJobSerializer(serializers.Serializer):
         source="job.ci_low", allow_null=True, help_text="95% interval of the median."
     )
     ci_high = serializers.FloatField(source="job.ci_high", allow_null=True)
-    sample_count = serializers.IntegerField()
+    sample_count = serializers.IntegerField(
+        help_text="Samples the figures and verdicts rest on; for peak memory, upstream's peaks."
+    )
+    readings_inside_passes = serializers.IntegerField(
+        help_text="Peak memory: allocator readings that code inside a pass took (torch.compile "
+        "compiling), not upstream after it; not samples."
+    )
     precision = serializers.FloatField(
         allow_null=True, help_text="Relative half-width of the 99% interval of the median reached."
     )

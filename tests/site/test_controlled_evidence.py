@@ -237,6 +237,8 @@ class TestVerdicts:
         assert '<strong data-figure="sample-count">10 samples</strong>' in section
         assert "3 more allocator readings were taken inside a pass" in section
         assert section.count('data-notice="inside-pass"') == 1
+        api = client.get(reverse("run-detail", args=[run.pk])).json()["measurement"]
+        assert (api["sample_count"], api["readings_inside_passes"]) == (10, 3)
 
     def test_a_memory_job_whose_readings_are_all_upstreams_has_no_such_notice(self, client, run):
         figures = {"median": 2040.0, "p20": 2040.0, "p80": 2040.0}
