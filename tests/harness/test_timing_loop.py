@@ -129,12 +129,16 @@ def test_only_upstreams_benchmark_code_is_timed_under_the_protocol_the_autotuner
         fn()
         return 0.25
 
-    recorder = runner.Recorder(do_bench, torch=torch, device="cpu", timing=timing, stats=stats, scripts=scripts)
+    recorder = runner.Recorder(
+        do_bench, torch=torch, device="cpu", timing=timing, stats=stats, scripts=scripts
+    )
     recorder.settings = {**settings.CONTROLLED_TIMING, "warmup_ms": 0, "warmup_calls": 1, "budget_s": 0.01}
     recorder.calls, recorder.plan_began = [], time.perf_counter()
     # upstream's utils.run_speed_benchmark calls do_bench from a file of benchmark/scripts.
     upstream = {}
-    exec(compile("def bench(timer, fn):\n    return timer(fn)\n", str(scripts / "utils.py"), "exec"), upstream)
+    exec(
+        compile("def bench(timer, fn):\n    return timer(fn)\n", str(scripts / "utils.py"), "exec"), upstream
+    )
     calls = []
 
     # Triton's autotuner (not upstream's code) timing a candidate config: upstream's timer only.
