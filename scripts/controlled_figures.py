@@ -32,6 +32,7 @@ def main(folder: Path, since: str = "") -> None:
     recent = []
     by_card = {True: [], False: [], None: []}
     pairs = {}  # (first card, second card, small) -> signed differences, second against first
+    checked = Counter()  # kernel -> its runs with a judged rerun on another card
     for path in sorted(folder.glob("*.json.gz")):
         for entry in json.loads(gzip.decompress(path.read_bytes()))["runs"]:
             run, jobs = entry["run"], entry["jobs"]
@@ -47,6 +48,12 @@ def main(folder: Path, since: str = "") -> None:
                     + (run["operation_mode"], run["metric"])
                 )
                 cards.update(job["gpu_uuid"] for job in jobs if job.get("gpu_uuid"))
+                checked[entry["kernel"]["slug"]] += any(
+                    job["kind"] == "rerun"
+                    and job.get("verdict")
+                    and (job.get("sampling") or {}).get("same_gpu") is False
+                    for job in jobs
+                )
             for job in jobs:
                 sampling = job.get("sampling") or {}
                 if job["kind"] == "measure" and not old:
@@ -87,6 +94,11 @@ def main(folder: Path, since: str = "") -> None:
         if by_card[same]:
             print(f"  on {label}: {sum(by_card[same])} of {len(by_card[same])} agree")
     print(f"runs by evidence level: {dict(sorted(levels.items()))}")
+    fewest = min(sorted(kernels), key=lambda kernel: checked[kernel])
+    print(
+        f"kernels with a run rerun on another card: {sum(checked[k] > 0 for k in kernels)} of {len(kernels)} "
+        f"(fewest such runs: {fewest}, {checked[fewest]})"
+    )
     for key, count in sorted(verdicts.items()):
         print(f"  {key[0]:8} {key[1]:13} {count}")
     print(

@@ -33,6 +33,8 @@ def test_the_readme_gives_the_runs_kernels_and_verdicts_the_files_hold(printed):
     other_agree, other = number(r"on another card: (\d+) of (\d+) agree", printed)
     same_agree, same = number(r"on the same card: (\d+) of (\d+) agree", printed)
     (reproduced,) = number(r"'reproduced': (\d+)", printed)
+    rerun_kernels, all_kernels = number(r"kernels with a run rerun on another card: (\d+) of (\d+)", printed)
+    assert all_kernels == kernels
 
     text = readme()
     assert f"Covered so far: {runs:,} runs of {kernels} kernels" in text
@@ -40,6 +42,8 @@ def test_the_readme_gives_the_runs_kernels_and_verdicts_the_files_hold(printed):
     assert f"On another physical card {other_agree:,} of {other:,} agree" in text
     assert f"same card {same_agree:,} of {same:,}" in text
     assert f"{reproduced:,} of the {runs:,} runs are `reproduced`" in text
+    if rerun_kernels == kernels:
+        assert f"All {kernels} mappable kernels have runs measured and rerun on another card" in text
 
 
 def test_the_readme_gives_the_spread_of_the_slow_workloads(printed):
