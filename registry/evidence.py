@@ -15,7 +15,7 @@ from django.db.models import Prefetch, Q
 from scipy import stats
 
 from registry.models import BenchmarkRun, JobKind, JobState, Metric, RerunJob
-from registry.reruns.judgement import memory_peaks
+from registry.reruns.judgement import judged_samples
 from registry.sampleplot import PlotRow, SamplePlot
 
 # The job columns the run page and the run API never show (a measure job's log runs to kB).
@@ -94,10 +94,8 @@ class JobEvidence:
     @cached_property
     def samples(self) -> list[float]:
         """What the job's figures and verdicts rest on: for a memory job, upstream's peaks only
-        (judgement.memory_peaks), as the verdict judges them."""
-        if self.job.metric == Metric.MEMORY:
-            return memory_peaks(self.readings, self.upstream_raw)
-        return self.readings
+        (judgement.judged_samples), as the verdict judges them."""
+        return judged_samples(self.job.metric, self.readings, self.upstream_raw)
 
     @property
     def sample_count(self) -> int:
@@ -318,9 +316,7 @@ def measured_samples(pks) -> dict[int, list[float]]:
     found = RerunJob.objects.filter(kind=JobKind.MEASURE, result_run_id__in=pks).exclude(samples=[])
     rows = found.values_list("result_run_id", "samples", "metric", "upstream")
     return {
-        run: memory_peaks(samples, upstream)
-        if metric == Metric.MEMORY and isinstance(samples, list)
-        else samples
+        run: judged_samples(metric, samples, upstream) if isinstance(samples, list) else samples
         for run, samples, metric, upstream in rows
         if samples
     }

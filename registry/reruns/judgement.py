@@ -48,12 +48,9 @@ def run_judgement(run: BenchmarkRun, *, samples: list, upstream: dict | None, fi
     measured_by = run.measured_by_jobs.filter(kind=JobKind.MEASURE).order_by("pk").first()
     own_protocol = run.protocol.comparability_family in CONTROLLED_FAMILIES and measured_by is not None
     if own_protocol and len(measured_by.samples) >= 2 and len(samples) >= 2:
-        if run.metric == Metric.MEMORY:
-            samples = memory_peaks(samples, upstream)
-            recorded = memory_peaks(measured_by.samples, measured_by.upstream)
-        else:
-            recorded = measured_by.samples
-        new, old, basis = stats.Side(samples=samples), stats.Side(samples=recorded), "samples"
+        new = stats.Side(samples=judged_samples(run.metric, samples, upstream))
+        old = stats.Side(samples=judged_samples(run.metric, measured_by.samples, measured_by.upstream))
+        basis = "samples"
     else:
         upstream = upstream or dict(zip(("median", "p20", "p80"), figures, strict=True))
         new, old, basis = (
@@ -66,6 +63,13 @@ def run_judgement(run: BenchmarkRun, *, samples: list, upstream: dict | None, fi
     return Judgement(
         basis, new, old, point, low, high, how, stats.verdict(low, high, tolerance), tolerance, measured_by
     )
+
+
+def judged_samples(metric: str, samples: list, upstream: dict | None) -> list:
+    """What a job's figures and verdicts rest on: its samples, and for peak memory upstream's
+    peaks only (memory_peaks). The verdict, the run page, the API and the rank intervals all
+    read a job's samples through this."""
+    return memory_peaks(samples, upstream) if metric == Metric.MEMORY else samples
 
 
 def memory_peaks(samples: list, upstream: dict | None) -> list:

@@ -199,8 +199,10 @@ def sweep(
     keep_for_another = set() if same_card or len(host_cards) != 1 else host_cards
     figures = Progress()
     measured = [run for t, run in done.items() if t in wanted]
-    rerun_done = _reruns_done() if reruns else set()
-    unrerun = [run for run in measured if reruns and run.pk not in rerun_done]
+    unrerun = []
+    if reruns:
+        rerun_done = _reruns_done()
+        unrerun = [run for run in measured if run.pk not in rerun_done]
     to_rerun = deque(_rerun_here(unrerun, keep_for_another, figures))
     cross_card = []
     if reruns and resume:
@@ -373,7 +375,7 @@ def _collect(
             figures.reruns += 1
         elif job.state == JobState.SUCCEEDED:
             figures.measured += 1
-            if reruns and job.gpu_uuid and job.gpu_uuid in keep_for_another:
+            if reruns and job.gpu_uuid in keep_for_another:
                 figures.waiting += 1
             elif reruns:
                 to_rerun.append(job.result_run)

@@ -89,7 +89,7 @@ def test_memory_samples_are_the_peaks_upstream_reads_after_each_pass_and_no_othe
     runner = harness_runner()
     allocator = Allocator()
 
-    def test_memory(func, _iter=10, quantiles=None):  # utils._test_memory's shape: read after each pass
+    def upstream_memory(func, _iter=10, quantiles=None):  # utils._test_memory: a read after each pass
         peaks = []
         for _ in range(_iter):
             func()
@@ -109,7 +109,7 @@ def test_memory_samples_are_the_peaks_upstream_reads_after_each_pass_and_no_othe
 
     recorder = runner.Recorder(do_bench, torch=torch, device="cpu", timing=timing, stats=stats)
     recorder.calls, recorder.plan_began = [], time.perf_counter()
-    returned = recorder.memory(test_memory, allocator)(one_pass)
+    returned = recorder.memory(upstream_memory, allocator)(one_pass)
 
     (call,) = recorder.calls
     assert call["samples"] == returned == [101.0 + i for i in range(10)]
