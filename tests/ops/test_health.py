@@ -56,14 +56,15 @@ class TestReadyz:
     def test_not_ready_when_the_broker_does_not_answer(self, client, monkeypatch):
         from kernelindex.celery import app
 
-        saved = app.conf.broker_url
+        saved = app.conf.broker_url, app.conf.broker_transport
         dead = "redis://127.0.0.1:9/0"  # the discard port: nothing listens
         monkeypatch.setenv("CELERY_BROKER_URL", dead)  # Celery prefers the environment's
-        app.conf.broker_url = dead
+        # The embedded broker names its transport class, which would win over the URL's scheme.
+        app.conf.broker_url, app.conf.broker_transport = dead, None
         try:
             response = client.get(reverse("readyz"))
         finally:
-            app.conf.broker_url = saved
+            app.conf.broker_url, app.conf.broker_transport = saved
 
         assert response.status_code == 503
         broker = response.json()["checks"]["broker"]
