@@ -40,7 +40,7 @@ MULTICAST_OFF = {
     "NVSHMEM_DISABLE_NVLS": "1",
 }
 FINISH_GRACE_S = 30  # after the deadline, how long running jobs may take to finish
-MAX_MEASURE_ATTEMPTS = 2  # a target whose measure job failed twice is reported, not tried again
+MAX_ATTEMPTS = 2  # a target measured, or a run rerun, that failed twice is reported, not tried again
 # A job started this long ago with no result recorded (a recorder that keeps failing on it) is
 # reported and given up, so it cannot hold a place in the window for the rest of the sweep. The
 # slowest job of the shipped sweeps took 35 s, a cold worker's first one included.
@@ -368,21 +368,34 @@ def _collect(
         figures.failed.append(
             f"job {job_id} ({target or 'rerun'}): no result recorded {STUCK_AFTER_S} s after it started {error}"
         )
-    finished = jobs.filter(state__in=FINISHED).select_related("result_run")
+    finished = jobs.filter(state__in=FINISHED).select_related("run", "result_run")
     for job in finished:
         target = in_flight.pop(job.pk)
         if job.kind == JobKind.RERUN:
-            figures.reruns += 1
+            _rerun_finished(job, to_rerun, attempts, figures)
         elif job.state == JobState.SUCCEEDED:
             figures.measured += 1
             if reruns and job.gpu_uuid in keep_for_another:
                 figures.waiting += 1
             elif reruns:
                 to_rerun.append(job.result_run)
-        elif attempts[target] < MAX_MEASURE_ATTEMPTS:
+        elif attempts[target] < MAX_ATTEMPTS:
             pending.append(target)
         else:
             figures.failed.append(f"{target}: {job.error[:300]}")
+
+
+def _rerun_finished(job: RerunJob, to_rerun, attempts, figures: Progress) -> None:
+    """A rerun with a verdict counts; a failed one (a compiler's error on a cold cache, say) is
+    sent again once, then reported; one cancelled at the deadline is left for the next sweep."""
+    if job.state in (JobState.SUCCEEDED, JobState.DIVERGED):
+        figures.reruns += 1
+    elif job.state == JobState.FAILED:
+        attempts[("rerun", job.run_id)] += 1
+        if attempts[("rerun", job.run_id)] < MAX_ATTEMPTS:
+            to_rerun.append(job.run)
+        else:
+            figures.failed.append(f"rerun of run {job.run_id}: {job.error[:300]}")
 
 
 def _kernel(slug: str) -> Kernel:

@@ -5,9 +5,11 @@ on where it stopped: a second sweep over a longer list measures only what the fi
 host with other cards, a run so far rerun only on the card that measured it is rerun there; on a
 host whose only card measured a run, the run waits for another card."""
 
+from collections import defaultdict
+
 import pytest
 
-from registry.models import BenchmarkRun, JobKind, RerunJob
+from registry.models import BenchmarkRun, JobKind, JobState, RerunJob
 from registry.reruns import controlled, sweep
 from tests.faults.support import small_cpu_rows
 from tests.reruns.conftest import csv_import
@@ -110,3 +112,21 @@ def test_a_sweep_measures_reruns_judges_and_exports_then_resumes_where_it_stoppe
         to_rerun, figures = [], sweep.Progress()
         sweep._collect({measured_on_a.pk: "target"}, [], to_rerun, {}, figures, True, {host_card})
         assert (figures.measured, figures.waiting, to_rerun) == (1, 1 - len(reruns_here), reruns_here)
+
+    # A rerun that failed (a compiler's error on a cold cache, say) is sent again once, then
+    # reported; one cancelled at the deadline is neither counted nor sent again.
+    rerun = RerunJob.objects.filter(kind=JobKind.RERUN, run=first_two[0]).latest("pk")
+    rerun.state, rerun.error = JobState.FAILED, "Harness failed: InternalTorchDynamoError"
+    rerun.save(update_fields=["state", "error"])
+    to_rerun, figures, attempts = [], sweep.Progress(), defaultdict(int)
+    sweep._collect({rerun.pk: None}, [], to_rerun, attempts, figures, True)
+    assert (to_rerun, figures.reruns, figures.failed) == ([first_two[0]], 0, [])
+    sweep._collect({rerun.pk: None}, [], to_rerun, attempts, figures, True)
+    assert to_rerun == [first_two[0]] and figures.failed == [
+        f"rerun of run {first_two[0].pk}: Harness failed: InternalTorchDynamoError"
+    ]
+    rerun.state = JobState.CANCELLED
+    rerun.save(update_fields=["state"])
+    to_rerun, figures = [], sweep.Progress()
+    sweep._collect({rerun.pk: None}, [], to_rerun, defaultdict(int), figures, True)
+    assert (to_rerun, figures.reruns, figures.failed) == ([], 0, [])
