@@ -107,22 +107,50 @@ def targets(*, gpu_slug: str, kernels: list[str] | None = None) -> list[Target]:
 
 
 def measured_targets(*, gpu_slug: str) -> dict[Target, BenchmarkRun]:
-    """The controlled runs of this GPU model under the current protocol, by target."""
-    device = "cpu" if gpu_slug == "cpu" else "cuda"
-    families = {
-        protocol_for(device=device, metric=metric)["comparabilityFamily"] for metric in ("latency", "memory")
-    }
-    runs = BenchmarkRun.objects.filter(
-        source__slug=controlled.CONTROLLED_SOURCE["slug"],
-        environment__slug=gpu_slug,
-        protocol__comparability_family__in=families,
-    ).select_related("kernel", "implementation")
+    """The controlled runs of this GPU model under the current protocol, by target; a run measured
+    before the harness ran its script's own warm-up (`_without_upstream_warmup`) is history, and
+    its target is measured again."""
+    runs = list(
+        BenchmarkRun.objects.filter(
+            source__slug=controlled.CONTROLLED_SOURCE["slug"],
+            environment__slug=gpu_slug,
+            protocol__comparability_family__in=_current_families(gpu_slug),
+        ).select_related("kernel", "implementation")
+    )
+    stale = _without_upstream_warmup(runs)
     return {
         Target(
             run.kernel.slug, run.workload_id, run.implementation.provider, run.operation_mode, run.metric
         ): run
         for run in runs
+        if run.pk not in stale
     }
+
+
+def _current_families(gpu_slug: str) -> set[str]:
+    device = "cpu" if gpu_slug == "cpu" else "cuda"
+    return {
+        protocol_for(device=device, metric=metric)["comparabilityFamily"] for metric in ("latency", "memory")
+    }
+
+
+def _without_upstream_warmup(runs: list[BenchmarkRun]) -> set[int]:
+    """Of `runs`, those of a kernel and provider whose script's own warm-up the harness runs now
+    (harness.kernels.KernelMap.warmup) whose measure job did not run it (its sampling has no
+    `upstream_warmup`): measured with another autotuned config than upstream's, so neither judged
+    against nor rerun by the sweep. In one query, none when no run needs a warm-up."""
+    needing = [
+        run
+        for run in runs
+        if run.kernel.slug in KERNELS
+        and run.implementation.provider in KERNELS[run.kernel.slug].warmup_providers
+    ]
+    if not needing:
+        return set()
+    warmed = RerunJob.objects.filter(
+        kind=JobKind.MEASURE, result_run__in=needing, sampling__has_key="upstream_warmup"
+    ).values_list("result_run_id", flat=True)
+    return {run.pk for run in needing} - set(warmed)
 
 
 class Fleet:
@@ -206,7 +234,7 @@ def sweep(
     to_rerun = deque(_rerun_here(unrerun, keep_for_another, figures))
     cross_card = []
     if reruns and resume:
-        to_rerun.extend(_legacy_runs(gpu_slug, kernels, current=done.values()))
+        to_rerun.extend(_legacy_runs(gpu_slug, kernels))
         cross_card = _same_card_runs(measured, elsewhere_than=host_cards)
         to_rerun.extend(cross_card)
     log(
@@ -262,13 +290,13 @@ def _registry_ready(out: Path, log) -> None:
         log(controlled.controlled_runs_load(path=out))
 
 
-def _legacy_runs(gpu_slug: str, kernels, *, current) -> list[BenchmarkRun]:
+def _legacy_runs(gpu_slug: str, kernels) -> list[BenchmarkRun]:
     """Controlled runs of an older protocol whose reruns were judged without a verdict (a fixed
     tolerance): rerun once more, judged under their own protocol, so that their level rests on a
     verdict."""
     runs = BenchmarkRun.objects.filter(
         source__slug=controlled.CONTROLLED_SOURCE["slug"], environment__slug=gpu_slug
-    ).exclude(pk__in=[run.pk for run in current])
+    ).exclude(protocol__comparability_family__in=_current_families(gpu_slug))
     if kernels:
         runs = runs.filter(kernel__slug__in=kernels)
     with_verdict = RerunJob.objects.filter(kind=JobKind.RERUN).exclude(verdict="").values("run_id")

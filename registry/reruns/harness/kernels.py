@@ -56,6 +56,10 @@ class KernelMap:
     # Tensor-parallel scripts: the config key holding the number of ranks. Such a kernel runs
     # through registry/reruns/harness/distributed.py (entry "distributed"), not SingleBenchmarkRunInput.
     world_size_key: str = ""
+    # What the script's `__main__` runs before any benchmark and the harness must run too, for
+    # these providers: a name in runner.UPSTREAM_WARMUPS, which says how it calls upstream's code.
+    warmup: str = ""
+    warmup_providers: frozenset[str] = frozenset()
 
     @property
     def entry(self) -> str:
@@ -280,6 +284,11 @@ KERNELS: dict[str, KernelMap] = {
         providers=frozenset({"liger", "huggingface"}),
         # T and E: the swept one comes from x (the config holds null for it).
         requires=("sweep_dim", "H", "intermediate_dim", "K", "dtype"),
+        # Upstream runs `_warmup_liger` at the model's base T before its sweep, and Triton's
+        # autotuner keeps the config it picks there for every point: without it, the first liger
+        # job of a worker's process would pick the config for its own T, and keep it for the rest.
+        warmup="fused_moe_autotune",
+        warmup_providers=frozenset({"liger"}),
     ),
     "fused_neighborhood_attention": KernelMap(
         script="benchmark_fused_neighborhood_attention",

@@ -188,6 +188,7 @@ def run(state: dict, plan: dict) -> dict:
         extra_benchmark_config=config,
     )
     function = getattr(module, plan["function"])
+    warmed_up = upstream_warmup(module, plan.get("warmup", ""), config)
     if plan["entry"] == "setup":
         build = utils.build_speed_bench_fn if plan["metric"] == "latency" else utils.build_memory_bench_fn
         function = build(function)
@@ -219,7 +220,11 @@ def run(state: dict, plan: dict) -> dict:
         "p80": p80,
         "unit": "ms" if plan["metric"] == "latency" else "MB",
         "samples": samples,
-        "measured": {"calls": len(recorder.calls), **measured},
+        "measured": {
+            "calls": len(recorder.calls),
+            **measured,
+            **({"upstream_warmup": warmed_up} if warmed_up else {}),
+        },
         "upstream": upstream,
         "gpu_uuid": nvml.uuid if nvml else "",
         "gpu_state": {"before": before, "after": after, "throttled": recorder.timing.throttled(before, after)}
@@ -228,6 +233,31 @@ def run(state: dict, plan: dict) -> dict:
         "environment": state["environment"],
         "error": "",
     }
+
+
+def _fused_moe_autotune(module, config: dict) -> str:
+    """benchmark_fused_moe.py's `__main__` before its sweep: `_warmup_liger` (one forward and
+    backward) at the model's base T, with the workload's expert count for the token sweep and
+    once per expert count of EXPERT_SWEEP_VALUES for the expert sweep. Triton's autotune key is
+    (H, intermediate_dim): the first call, at that T, picks the config every point then uses."""
+    base_t = module.QWEN3_MOE_30B.T
+    sweep = config["sweep_dim"]
+    experts = list(module.EXPERT_SWEEP_VALUES) if sweep == "E" else [config["E"]]
+    for expert_count in experts:
+        module._warmup_liger(
+            base_t, expert_count, config["H"], config["intermediate_dim"], config["K"], config["dtype"], sweep
+        )
+    return f"_warmup_liger at T={base_t}, E={','.join(map(str, experts))}"
+
+
+# What a script's `__main__` runs before any benchmark (kernels.KernelMap.warmup): name -> a
+# function of the script's module and the job's config that runs it and says what it ran.
+UPSTREAM_WARMUPS = {"fused_moe_autotune": _fused_moe_autotune}
+
+
+def upstream_warmup(module, name: str, config: dict) -> str:
+    """Run upstream's own warm-up `name` (none when empty) before the job's setup; what it ran."""
+    return UPSTREAM_WARMUPS[name](module, config) if name else ""
 
 
 def environment(device: str, real_triton: bool) -> dict:

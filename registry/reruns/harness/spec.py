@@ -64,6 +64,7 @@ def plan_for(spec) -> dict:
         "script": mapping.script,
         "entry": mapping.entry,
         "function": _function(mapping, metric),
+        "warmup": mapping.warmup if provider in mapping.warmup_providers else "",
         # Processes the workload runs on: 1, or a tensor-parallel kernel's ranks (one GPU each).
         "world_size": config[mapping.world_size_key] if mapping.world_size_key else 1,
     }
