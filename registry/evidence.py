@@ -15,6 +15,7 @@ from django.db.models import Prefetch, Q
 from scipy import stats
 
 from registry.models import BenchmarkRun, JobKind, JobState, Metric, RerunJob
+from registry.reruns.harness.kernels import upstream_warmup_for
 from registry.reruns.judgement import judged_samples
 from registry.sampleplot import PlotRow, SamplePlot
 
@@ -107,6 +108,24 @@ class JobEvidence:
         kept apart by the harness, or, in a job recorded before it did, left out of the samples."""
         apart = self.sampling.get("readings_inside_passes_mb")
         return (len(apart) if isinstance(apart, list) else 0) + len(self.readings) - len(self.samples)
+
+    @property
+    def upstream_warmup(self) -> str:
+        """What the script's own warm-up ran before the job's setup (harness.kernels.KernelMap
+        .warmup: fused_moe's liger autotune at the model's base T), or ""."""
+        ran = self.sampling.get("upstream_warmup")
+        return ran if isinstance(ran, str) else ""
+
+    @property
+    def missed_upstream_warmup(self) -> bool:
+        """A measurement of a kernel and provider whose script warms up before its sweep, taken
+        before the harness ran that warm-up: Triton's autotuner chose its config elsewhere."""
+        return bool(
+            self.run is not None
+            and self.job.kind == JobKind.MEASURE
+            and not self.upstream_warmup
+            and upstream_warmup_for(self.run.kernel.slug, self.job.provider)
+        )
 
     @property
     def precision(self) -> float | None:

@@ -30,6 +30,14 @@ class ControlledJobSerializer(serializers.Serializer):
         help_text="Peak memory: allocator readings that code inside a pass took (torch.compile "
         "compiling), not upstream after it; not samples."
     )
+    upstream_warmup = serializers.CharField(
+        help_text="What the benchmark script's own warm-up ran before the job's setup (fused_moe's "
+        "liger autotune at the model's base T); blank when none ran."
+    )
+    missed_upstream_warmup = serializers.BooleanField(
+        help_text="A measurement taken before the harness ran its script's own warm-up: Triton "
+        "autotuned its config at another workload than upstream's; the sweep measures it again."
+    )
     precision = serializers.FloatField(
         allow_null=True, help_text="Relative half-width of the 99% interval of the median reached."
     )

@@ -28,6 +28,7 @@ from django.utils import timezone
 from registry.models import BenchmarkRun, JobKind, JobState, Kernel, RerunJob, Workload
 from registry.reruns import controlled
 from registry.reruns.harness import KERNELS, local_gpus, protocol_for
+from registry.reruns.harness.kernels import upstream_warmup_for
 from registry.reruns.harness.spec import Refused, plan_for
 from registry.reruns.services import JobRefused, job_cancel, measure_request, rerun_request
 from registry.reruns.services.worker import job_spec
@@ -139,12 +140,7 @@ def _without_upstream_warmup(runs: list[BenchmarkRun]) -> set[int]:
     (harness.kernels.KernelMap.warmup) whose measure job did not run it (its sampling has no
     `upstream_warmup`): measured with another autotuned config than upstream's, so neither judged
     against nor rerun by the sweep. In one query, none when no run needs a warm-up."""
-    needing = [
-        run
-        for run in runs
-        if run.kernel.slug in KERNELS
-        and run.implementation.provider in KERNELS[run.kernel.slug].warmup_providers
-    ]
+    needing = [run for run in runs if upstream_warmup_for(run.kernel.slug, run.implementation.provider)]
     if not needing:
         return set()
     warmed = RerunJob.objects.filter(

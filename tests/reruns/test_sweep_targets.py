@@ -5,6 +5,7 @@ and its target is measured again."""
 import shutil
 
 import pytest
+from django.urls import reverse
 
 from registry.models import BenchmarkRun, JobKind, RerunJob
 from registry.reruns import sweep
@@ -48,3 +49,29 @@ def test_a_liger_run_whose_measure_job_ran_upstreams_warmup_counts_as_measured(s
     done = sweep.measured_targets(gpu_slug="nvidia-h200")
 
     assert [run.pk for target, run in done.items() if target.provider == "liger"] == [job.result_run_id]
+
+
+def test_the_run_page_and_api_say_whether_the_scripts_warmup_ran(client, settings, shipped_fused_moe):
+    settings.PAGE_CACHE_SECONDS = 0
+    liger = shipped_fused_moe.filter(implementation__provider="liger").order_by("pk")
+    before, after = liger[0], liger[1]
+    job = RerunJob.objects.get(kind=JobKind.MEASURE, result_run=after)
+    job.sampling = {**job.sampling, "upstream_warmup": "_warmup_liger at T=8192, E=128"}
+    job.save(update_fields=["sampling"])
+    huggingface = shipped_fused_moe.filter(implementation__provider="huggingface").first()
+
+    def said(run):
+        html = client.get(run.get_absolute_url()).content.decode()
+        api = client.get(reverse("run-detail", args=[run.pk])).json()["measurement"]
+        return html, (api["upstream_warmup"], api["missed_upstream_warmup"])
+
+    html, api = said(before)
+    assert 'data-notice="missed-upstream-warmup"' in html and api == ("", True)
+    html, api = said(after)
+    assert (
+        "the script's own warm-up, as upstream does before its sweep: _warmup_liger at T=8192, E=128" in html
+    )
+    assert 'data-notice="missed-upstream-warmup"' not in html
+    assert api == ("_warmup_liger at T=8192, E=128", False)
+    html, api = said(huggingface)
+    assert "upstream-warmup" not in html and api == ("", False)

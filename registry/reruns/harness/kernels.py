@@ -484,3 +484,10 @@ def refusal_reasons() -> dict[str, list[str]]:
         for refusal in mapping.refusals:
             reasons.setdefault(kernel, []).append(refusal.reason)
     return reasons
+
+
+def upstream_warmup_for(kernel: str, provider: str) -> str:
+    """The name of the script's own warm-up that a job of `kernel` and `provider` runs before its
+    setup (KernelMap.warmup, in runner.UPSTREAM_WARMUPS), or "" for none."""
+    mapping = KERNELS.get(kernel)
+    return mapping.warmup if mapping and provider in mapping.warmup_providers else ""

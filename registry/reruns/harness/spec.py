@@ -8,7 +8,7 @@ import math
 import re
 
 from registry.importers import catalog
-from registry.reruns.harness.kernels import CPU_PROVIDERS, KERNELS, UNMAPPED, Unmappable
+from registry.reruns.harness.kernels import CPU_PROVIDERS, KERNELS, UNMAPPED, Unmappable, upstream_warmup_for
 
 MODES = ("forward", "backward", "full")
 METRICS = ("latency", "memory")
@@ -64,7 +64,7 @@ def plan_for(spec) -> dict:
         "script": mapping.script,
         "entry": mapping.entry,
         "function": _function(mapping, metric),
-        "warmup": mapping.warmup if provider in mapping.warmup_providers else "",
+        "warmup": upstream_warmup_for(kernel, provider),
         # Processes the workload runs on: 1, or a tensor-parallel kernel's ranks (one GPU each).
         "world_size": config[mapping.world_size_key] if mapping.world_size_key else 1,
     }
