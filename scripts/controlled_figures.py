@@ -13,6 +13,7 @@ import gzip
 import json
 import sys
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,8 @@ from scipy import stats
 PAIR_MIN = 10
 # Bands of a run's median (ms), largest first: the first whose bound the median reaches.
 BANDS = (("10 ms or more", 10), ("1-10 ms", 1), ("0.1-1 ms", 0.1), ("25-100 us", 0.025), ("under 25 us", 0))
+# A slow job: longer than SLOW_S and SLOW_TIMES times its kernel and metric's median job.
+SLOW_S, SLOW_TIMES = 8, 3
 FOLDER = Path(__file__).resolve().parent.parent / "registry" / "data" / "controlled-runs"
 
 
@@ -31,6 +34,7 @@ def main(folder: Path, since: str = "") -> None:
     runs = other_card = 0
     recent = []
     by_card = {True: [], False: [], None: []}
+    durations = []  # (kernel, metric, seconds from a job's start to its finish)
     pairs = {}  # (first card, second card, small) -> signed differences, second against first
     checked = Counter()  # kernel -> its runs with a judged rerun on another card
     for path in sorted(folder.glob("*.json.gz")):
@@ -55,6 +59,7 @@ def main(folder: Path, since: str = "") -> None:
                     for job in jobs
                 )
             for job in jobs:
+                durations.extend(_duration(entry["kernel"]["slug"], run["metric"], job))
                 sampling = job.get("sampling") or {}
                 if job["kind"] == "measure" and not old:
                     split = [
@@ -128,7 +133,38 @@ def main(folder: Path, since: str = "") -> None:
                     len(rows), label, *split, (split[0] + split[1] + split[3]) / split[4]
                 )
             )
+    _print_slow_jobs(durations)
     print(f"older-protocol runs, rerun under their own protocol: {dict(legacy)}")
+
+
+def _duration(kernel: str, metric: str, job: dict) -> list[tuple[str, str, float]]:
+    dates = job.get("dates") or {}
+    if job["state"] not in ("succeeded", "diverged") or not (
+        dates.get("started_at") and dates.get("finished_at")
+    ):
+        return []
+    took = datetime.fromisoformat(dates["finished_at"]) - datetime.fromisoformat(dates["started_at"])
+    return [(kernel, metric, took.total_seconds())]
+
+
+def _print_slow_jobs(durations: list) -> None:
+    """Seconds that slow jobs spent above their kernel and metric's median job (a cold host's
+    first jobs of a kernel compile its Triton kernels into an empty cache): jobs over SLOW_S and
+    SLOW_TIMES that median."""
+    by_kind = {}
+    for kernel, metric, took in durations:
+        by_kind.setdefault((kernel, metric), []).append(took)
+    middle = {kind: np.median(values) for kind, values in by_kind.items()}
+    excess = Counter()
+    for kernel, metric, took in durations:
+        typical = middle[(kernel, metric)]
+        if took > max(SLOW_S, SLOW_TIMES * typical):
+            excess[kernel] += took - typical
+    top = ", ".join(f"{kernel} {seconds:.0f}" for kernel, seconds in excess.most_common(3))
+    print(
+        f"job seconds, start to finish, over {len(durations)} jobs: {sum(d for *_, d in durations):.0f}; "
+        f"above their kernel's median in jobs over {SLOW_S} s and {SLOW_TIMES}x it: {sum(excess.values()):.0f} ({top})"
+    )
 
 
 def _pair_difference(pairs: dict, jobs: list, rerun: dict, median: float) -> None:

@@ -60,3 +60,13 @@ def test_every_pair_offset_has_an_interval_around_its_median(printed):
     assert pairs, "no pair of cards with enough reruns"
     for middle, low, high in pairs:
         assert float(low) <= float(middle) <= float(high)
+
+
+def test_the_readme_gives_the_seconds_of_the_slow_jobs(printed):
+    jobs, total, excess, moe = number(
+        r"over (\d+) jobs: (\d+); above their kernel's median in jobs over 8 s and 3x it: (\d+) \(fused_moe (\d+)",
+        printed,
+    )
+    text = readme()
+    assert f"over all {jobs:,} shipped jobs ({total:,} s from start to finish)" in text
+    assert f"spent {excess:,} s above that median, {moe:,} s of it fused_moe's" in text
