@@ -15,7 +15,7 @@ from django.db.models import Prefetch, Q
 from scipy import stats
 
 from registry.models import BenchmarkRun, JobKind, JobState, Metric, RerunJob
-from registry.reruns.harness.kernels import upstream_warmup_for
+from registry.reruns.harness.kernels import missed_upstream_warmup
 from registry.reruns.judgement import judged_samples
 from registry.sampleplot import PlotRow, SamplePlot
 
@@ -120,11 +120,10 @@ class JobEvidence:
     def missed_upstream_warmup(self) -> bool:
         """A measurement of a kernel and provider whose script warms up before its sweep, taken
         before the harness ran that warm-up: Triton's autotuner chose its config elsewhere."""
-        return bool(
+        return (
             self.run is not None
             and self.job.kind == JobKind.MEASURE
-            and not self.upstream_warmup
-            and upstream_warmup_for(self.run.kernel.slug, self.job.provider)
+            and missed_upstream_warmup(self.run.kernel.slug, self.job.provider, self.sampling)
         )
 
     @property

@@ -59,7 +59,8 @@ def main(folder: Path, since: str = "") -> None:
                     for job in jobs
                 )
             for job in jobs:
-                durations.extend(_duration(entry["kernel"]["slug"], run["metric"], job))
+                if took := _duration(job):
+                    durations.append((entry["kernel"]["slug"], run["metric"], took))
                 sampling = job.get("sampling") or {}
                 if job["kind"] == "measure" and not old:
                     split = [
@@ -137,14 +138,15 @@ def main(folder: Path, since: str = "") -> None:
     print(f"older-protocol runs, rerun under their own protocol: {dict(legacy)}")
 
 
-def _duration(kernel: str, metric: str, job: dict) -> list[tuple[str, str, float]]:
+def _duration(job: dict) -> float | None:
+    """Seconds from a finished job's start to its finish."""
     dates = job.get("dates") or {}
     if job["state"] not in ("succeeded", "diverged") or not (
         dates.get("started_at") and dates.get("finished_at")
     ):
-        return []
+        return None
     took = datetime.fromisoformat(dates["finished_at"]) - datetime.fromisoformat(dates["started_at"])
-    return [(kernel, metric, took.total_seconds())]
+    return took.total_seconds()
 
 
 def _print_slow_jobs(durations: list) -> None:

@@ -28,7 +28,7 @@ from django.utils import timezone
 from registry.models import BenchmarkRun, JobKind, JobState, Kernel, RerunJob, Workload
 from registry.reruns import controlled
 from registry.reruns.harness import KERNELS, local_gpus, protocol_for
-from registry.reruns.harness.kernels import upstream_warmup_for
+from registry.reruns.harness.kernels import missed_upstream_warmup, upstream_warmup_for
 from registry.reruns.harness.spec import Refused, plan_for
 from registry.reruns.services import JobRefused, job_cancel, measure_request, rerun_request
 from registry.reruns.services.worker import job_spec
@@ -136,17 +136,23 @@ def _current_families(gpu_slug: str) -> set[str]:
 
 
 def _without_upstream_warmup(runs: list[BenchmarkRun]) -> set[int]:
-    """Of `runs`, those of a kernel and provider whose script's own warm-up the harness runs now
-    (harness.kernels.KernelMap.warmup) whose measure job did not run it (its sampling has no
-    `upstream_warmup`): measured with another autotuned config than upstream's, so neither judged
-    against nor rerun by the sweep. In one query, none when no run needs a warm-up."""
+    """Of `runs`, those measured before the harness ran their script's own warm-up
+    (harness.kernels.missed_upstream_warmup): measured with another autotuned config than
+    upstream's, so neither judged against nor rerun by the sweep. In one query, none when no run
+    needs a warm-up."""
     needing = [run for run in runs if upstream_warmup_for(run.kernel.slug, run.implementation.provider)]
     if not needing:
         return set()
-    warmed = RerunJob.objects.filter(
-        kind=JobKind.MEASURE, result_run__in=needing, sampling__has_key="upstream_warmup"
-    ).values_list("result_run_id", flat=True)
-    return {run.pk for run in needing} - set(warmed)
+    sampling = dict(
+        RerunJob.objects.filter(kind=JobKind.MEASURE, result_run__in=needing).values_list(
+            "result_run_id", "sampling"
+        )
+    )
+    return {
+        run.pk
+        for run in needing
+        if missed_upstream_warmup(run.kernel.slug, run.implementation.provider, sampling.get(run.pk))
+    }
 
 
 class Fleet:

@@ -491,3 +491,10 @@ def upstream_warmup_for(kernel: str, provider: str) -> str:
     setup (KernelMap.warmup, in runner.UPSTREAM_WARMUPS), or "" for none."""
     mapping = KERNELS.get(kernel)
     return mapping.warmup if mapping and provider in mapping.warmup_providers else ""
+
+
+def missed_upstream_warmup(kernel: str, provider: str, sampling) -> bool:
+    """A measurement of `kernel` and `provider` whose script's own warm-up the harness runs now,
+    recorded before it did: its job's `sampling` says nothing of `upstream_warmup`."""
+    ran = isinstance(sampling, dict) and sampling.get("upstream_warmup")
+    return bool(upstream_warmup_for(kernel, provider)) and not ran
