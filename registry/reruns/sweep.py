@@ -155,6 +155,41 @@ def _without_upstream_warmup(runs: list[BenchmarkRun]) -> set[int]:
     }
 
 
+def progress(*, gpu_slug: str, kernels: list[str] | None = None) -> dict:
+    """Where the sweep stands for `gpu_slug`, read from the registry alone (no GPU, no worker):
+    its targets, those measured, the reruns it still owes (runs never rerun, such as those a
+    one-card host left for another card; runs rerun so far only on the card that measured them;
+    older-protocol runs without a verdict) and the jobs left, a measure job and its rerun for
+    each target still to measure. Per kernel too, in the order `targets` gives."""
+    todo = targets(gpu_slug=gpu_slug, kernels=kernels)
+    wanted = set(todo)
+    measured = [run for target, run in measured_targets(gpu_slug=gpu_slug).items() if target in wanted]
+    rerun_done = _reruns_done()
+    never_rerun = [run for run in measured if run.pk not in rerun_done]
+    own_card_only = _same_card_runs(measured, elsewhere_than=set())
+    legacy = _legacy_runs(gpu_slug, kernels)
+    per_kernel = {}
+    for target in todo:
+        per_kernel.setdefault(target.kernel, {"targets": 0, "measured": 0})["targets"] += 1
+    for run in measured:
+        per_kernel[run.kernel.slug]["measured"] += 1
+    to_measure = len(todo) - len(measured)
+    owed = len(never_rerun) + len(own_card_only) + len(legacy)
+    return {
+        "gpu": gpu_slug,
+        "targets": len(todo),
+        "measured": len(measured),
+        "to_measure": to_measure,
+        "reruns_owed": {
+            "never_rerun": len(never_rerun),
+            "rerun_only_on_the_measuring_card": len(own_card_only),
+            "older_protocol_without_verdict": len(legacy),
+        },
+        "jobs_left": 2 * to_measure + owed,
+        "kernels": per_kernel,
+    }
+
+
 class Fleet:
     """One Celery worker per GPU (CUDA_VISIBLE_DEVICES), all consuming the model's queue, and
     one CPU worker on the default queue that records results."""
@@ -237,7 +272,8 @@ def sweep(
     cross_card = []
     if reruns and resume:
         to_rerun.extend(_legacy_runs(gpu_slug, kernels))
-        cross_card = _same_card_runs(measured, elsewhere_than=host_cards)
+        # A host whose cards are not known (no UUID read) cannot tell another card from the same.
+        cross_card = _same_card_runs(measured, elsewhere_than=host_cards) if host_cards else []
         to_rerun.extend(cross_card)
     log(
         f"{len(todo)} targets: {len(done)} measured already, {len(pending)} to measure, {len(to_rerun)} to rerun "
@@ -334,8 +370,6 @@ def _same_card_runs(runs: list[BenchmarkRun], *, elsewhere_than: set[str]) -> li
     cards), with no rerun under way: rerun once more here, so that their verdict rests on two
     physical GPUs. A card that is not known (a CPU, a job without a UUID) counts as neither; in
     three queries."""
-    if not elsewhere_than:
-        return []
     measured_on = _measured_on(runs)
     reruns = RerunJob.objects.filter(kind=JobKind.RERUN, run__in=list(measured_on))
     busy = set(reruns.active().values_list("run_id", flat=True))

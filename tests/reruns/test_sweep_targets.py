@@ -1,15 +1,20 @@
 """What the sweep counts as measured: a run of a kernel whose script's own warm-up the harness now
 runs (fused_moe's liger autotune at the model's base T) but whose measure job did not is history,
-and its target is measured again."""
+and its target is measured again. And `controlled_sweep --status`: where the sweep stands, read
+from the registry without a GPU."""
 
+import json
 import shutil
+from io import StringIO
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from registry.models import BenchmarkRun, JobKind, RerunJob
 from registry.reruns import sweep
 from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_load
+from registry.services.imports import BUNDLED_LIGER_CSV, liger_import
 
 pytestmark = pytest.mark.django_db
 
@@ -106,3 +111,78 @@ def test_the_run_page_and_api_say_whether_the_scripts_warmup_ran(client, setting
     assert api == ("_warmup_liger at T=8192, E=128", False)
     html, api = said(huggingface)
     assert "upstream-warmup" not in html and api == ("", False)
+
+
+@pytest.fixture
+def fused_moe_source(tmp_path, db):
+    """The bundled Liger data's fused_moe rows: the sweep's targets for that kernel."""
+    lines = BUNDLED_LIGER_CSV.read_text().splitlines(keepends=True)
+    path = tmp_path / "fused_moe.csv"
+    path.write_text(lines[0] + "".join(line for line in lines[1:] if line.startswith("fused_moe,")))
+    liger_import(path=path)
+
+
+def status() -> dict:
+    return sweep.progress(gpu_slug="nvidia-h200", kernels=["fused_moe"])
+
+
+def test_the_status_says_what_is_measured_which_reruns_are_owed_and_the_jobs_left(
+    fused_moe_source, shipped_fused_moe
+):
+    before = status()
+    owed = before["reruns_owed"]
+    assert (
+        0
+        < before["measured"]
+        < before["targets"]
+        == len(sweep.targets(gpu_slug="nvidia-h200", kernels=["fused_moe"]))
+    )
+    assert before["to_measure"] == before["targets"] - before["measured"]
+    assert before["kernels"] == {"fused_moe": {"targets": before["targets"], "measured": before["measured"]}}
+    assert before["jobs_left"] == 2 * before["to_measure"] + sum(owed.values())
+
+    # A measured run that agreed on another card: its rerun taken back, it is owed one again.
+    counted = {run.pk for run in sweep.measured_targets(gpu_slug="nvidia-h200").values()}
+    rerun = (
+        RerunJob.objects.filter(kind=JobKind.RERUN, run__in=counted, verdict="agrees")
+        .exclude(gpu_uuid="")
+        .select_related("run")
+        .first()
+    )
+    assert rerun is not None
+    RerunJob.objects.filter(kind=JobKind.RERUN, run=rerun.run).update(verdict="", state="cancelled")
+    after = status()
+    assert after["reruns_owed"]["never_rerun"] == owed["never_rerun"] + 1
+    assert after["jobs_left"] == before["jobs_left"] + 1
+
+    # Judged again, but on the card that measured it: still owed, as a rerun on another card.
+    measured_on = RerunJob.objects.get(kind=JobKind.MEASURE, result_run=rerun.run).gpu_uuid
+    RerunJob.objects.filter(pk=rerun.pk).update(verdict="agrees", state="succeeded", gpu_uuid=measured_on)
+    again = status()
+    assert again["reruns_owed"]["never_rerun"] == owed["never_rerun"]
+    assert (
+        again["reruns_owed"]["rerun_only_on_the_measuring_card"]
+        == owed["rerun_only_on_the_measuring_card"] + 1
+    )
+    assert again["jobs_left"] == before["jobs_left"] + 1
+
+    # On another card: nothing is owed for it.
+    RerunJob.objects.filter(pk=rerun.pk).update(gpu_uuid="GPU-another-card")
+    assert status() == before
+
+
+def test_the_status_command_reads_the_registry_and_refuses_what_it_cannot_answer(
+    fused_moe_source, shipped_fused_moe
+):
+    out = StringIO()
+    call_command("controlled_sweep", "--status", "--gpu", "nvidia-h200", "--kernel", "fused_moe", stdout=out)
+    assert json.loads(out.getvalue()) == status()
+    with pytest.raises(CommandError, match="--status needs --gpu"):
+        call_command("controlled_sweep", "--status", stdout=StringIO())
+    with pytest.raises(CommandError, match="--kernel: no mapped kernel no_such_kernel"):
+        call_command("controlled_sweep", "--status", "--gpu", "nvidia-h200", "--kernel", "no_such_kernel")
+
+
+def test_the_status_of_an_empty_registry_says_what_to_load(db):
+    with pytest.raises(CommandError, match="load_bundled_data"):
+        call_command("controlled_sweep", "--status", "--gpu", "nvidia-h200")

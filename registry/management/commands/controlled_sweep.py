@@ -3,9 +3,10 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from registry.models import BenchmarkRun
 from registry.reruns import sweep
 from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR
-from registry.reruns.harness import local_gpu_slug
+from registry.reruns.harness import KERNELS, local_gpu_slug
 
 
 class Command(BaseCommand):
@@ -33,6 +34,12 @@ class Command(BaseCommand):
             "that cannot make a run reproduced); by default those runs wait for another card.",
         )
         parser.add_argument(
+            "--status",
+            action="store_true",
+            help="Instead: print where the sweep stands (targets measured, reruns owed, jobs "
+            "left) from this registry, without a GPU; needs --gpu off a GPU host.",
+        )
+        parser.add_argument(
             "--throughput",
             type=int,
             default=0,
@@ -42,6 +49,9 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
+        if options["status"]:
+            self._status(options)
+            return
         gpu = options["gpu"] or local_gpu_slug()
         if options["gpus"] < 1:
             raise CommandError("--gpus must be at least 1.")
@@ -68,3 +78,15 @@ class Command(BaseCommand):
                 log=log,
             )
         self.stdout.write(json.dumps(figures, indent=1, default=str))
+
+    def _status(self, options) -> None:
+        gpu = options["gpu"]
+        if not gpu:
+            raise CommandError("--status needs --gpu: the GPU model whose sweep to report, e.g. nvidia-h200.")
+        if not BenchmarkRun.objects.exists():
+            raise CommandError("The registry is empty: run `python manage.py load_bundled_data` first.")
+        kernels = options["kernel"] or None
+        unknown = sorted(set(kernels or ()) - set(KERNELS))
+        if unknown:
+            raise CommandError(f"--kernel: no mapped kernel {', '.join(unknown)}.")
+        self.stdout.write(json.dumps(sweep.progress(gpu_slug=gpu, kernels=kernels), indent=1))
