@@ -14,13 +14,13 @@ class Pagination(PageNumberPagination):
 
     def get_page_number(self, request, paginator):
         number = request.query_params.get(self.page_query_param) or 1
-        if number != "last" and (not str(number).isdigit() or len(str(number)) > 9):
+        if number != "last" and (not _whole_number(str(number)) or len(str(number)) > 9):
             raise exceptions.ValidationError({"page": [f"{str(number)[:40]!r} is not a page number."]})
         return number
 
     def get_page_size(self, request):
         raw = request.query_params.get(self.page_size_query_param)
-        if raw and (not raw.isdigit() or not 1 <= int(raw[:9]) <= self.max_page_size):
+        if raw and (not _whole_number(raw) or not 1 <= int(raw[:9]) <= self.max_page_size):
             raise exceptions.ValidationError(
                 {"page_size": [f"page_size must be a whole number from 1 to {self.max_page_size}."]}
             )
@@ -41,3 +41,8 @@ class Pagination(PageNumberPagination):
             elif parameter["name"] == self.page_query_param:
                 parameter["schema"].update(minimum=1, maximum=999_999_999)
         return parameters
+
+
+def _whole_number(text: str) -> bool:
+    """ASCII digits only: str.isdigit() also takes "²", which int() refuses (schemathesis)."""
+    return text.isascii() and text.isdigit()

@@ -86,6 +86,9 @@ class TestBadFilterValuesAreRefused:
             ({"param": "1bad:3"}, "param", "write name:value"),
             ({"page": "abc"}, "page", "is not a page number"),
             ({"page_size": "100000"}, "page_size", "from 1 to 500"),
+            # Digits to str.isdigit(), not to int() (schemathesis found it).
+            ({"page_size": "²"}, "page_size", "from 1 to 500"),
+            ({"page": "²"}, "page", "is not a page number"),
             # A whole number is digits: Django's IntegerField alone takes "406.0" (schemathesis).
             ({"pull_request": "1000000000.0"}, "pull_request", "Enter a whole number"),
             ({"pull_request": " 406"}, "pull_request", "Enter a whole number"),

@@ -14,7 +14,7 @@ class Command(BaseCommand):
     def handle(self, *args, runs, reason, **options):
         refused = 0
         for ref in runs:
-            lookup = {"pk": int(ref)} if ref.isdigit() else {"external_id": ref}
+            lookup = {"pk": int(ref)} if ref.isascii() and ref.isdigit() else {"external_id": ref}
             run = (
                 BenchmarkRun.objects.select_related("implementation", "environment").filter(**lookup).first()
             )
