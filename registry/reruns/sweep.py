@@ -164,8 +164,7 @@ def progress(*, gpu_slug: str, kernels: list[str] | None = None) -> dict:
     todo = targets(gpu_slug=gpu_slug, kernels=kernels)
     wanted = set(todo)
     measured = [run for target, run in measured_targets(gpu_slug=gpu_slug).items() if target in wanted]
-    rerun_done = _reruns_done()
-    never_rerun = [run for run in measured if run.pk not in rerun_done]
+    never_rerun = _never_rerun(measured)
     own_card_only = _same_card_runs(measured, elsewhere_than=set())
     legacy = _legacy_runs(gpu_slug, kernels)
     per_kernel = {}
@@ -264,10 +263,7 @@ def sweep(
     keep_for_another = set() if same_card or len(host_cards) != 1 else host_cards
     figures = Progress()
     measured = [run for t, run in done.items() if t in wanted]
-    unrerun = []
-    if reruns:
-        rerun_done = _reruns_done()
-        unrerun = [run for run in measured if run.pk not in rerun_done]
+    unrerun = _never_rerun(measured) if reruns else []
     to_rerun = deque(_rerun_here(unrerun, keep_for_another, figures))
     cross_card = []
     if reruns and resume:
@@ -381,11 +377,12 @@ def _same_card_runs(runs: list[BenchmarkRun], *, elsewhere_than: set[str]) -> li
     return [run for run in runs if run.pk in wanted and measured_on[run.pk] not in elsewhere_than]
 
 
-def _reruns_done() -> set[int]:
-    """Runs with a rerun under way, or one finished with a verdict (an older one judged by a
-    fixed tolerance does not count), in one query."""
+def _never_rerun(runs: list[BenchmarkRun]) -> list[BenchmarkRun]:
+    """Of `runs`, those with no rerun under way and none finished with a verdict (an older one
+    judged by a fixed tolerance does not count), in one query."""
     reruns = RerunJob.objects.filter(kind=JobKind.RERUN)
-    return set((reruns.active() | reruns.exclude(verdict="")).values_list("run_id", flat=True))
+    done = set((reruns.active() | reruns.exclude(verdict="")).values_list("run_id", flat=True))
+    return [run for run in runs if run.pk not in done]
 
 
 def _send_measure(target: Target, gpu_slug: str, in_flight, attempts, log) -> None:
