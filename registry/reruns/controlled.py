@@ -12,6 +12,7 @@ evidence, not just the level.
 
 import gzip
 import json
+import os
 import zlib
 from datetime import datetime
 from pathlib import Path
@@ -90,10 +91,12 @@ def controlled_files(path: Path) -> list[Path]:
     return sorted(file for file in path.iterdir() if file.name.endswith(SUFFIXES))
 
 
-def controlled_runs_export_dir(*, out: Path, gpu_slug: str) -> list[Path]:
-    """One file per kernel (`<gpu>-<kernel>.json.gz`) of every controlled run on `gpu_slug`; a
-    plain `.json` of the same kernel (an older export) is replaced by it."""
+def controlled_runs_export_dir(*, out: Path, gpu_slug: str, kernels=None) -> list[Path]:
+    """One file per kernel (`<gpu>-<kernel>.json.gz`) of every controlled run on `gpu_slug`, or
+    only of `kernels`; a plain `.json` of the same kernel (an older export) is replaced by it."""
     runs = BenchmarkRun.objects.filter(source__slug=CONTROLLED_SOURCE["slug"], environment__slug=gpu_slug)
+    if kernels is not None:
+        runs = runs.filter(kernel__slug__in=kernels)
     written = []
     for kernel in runs.values_list("kernel__slug", flat=True).distinct().order_by("kernel__slug"):
         document = controlled_runs_export(runs=runs.filter(kernel__slug=kernel).order_by("external_id"))
@@ -106,10 +109,14 @@ def controlled_runs_export_dir(*, out: Path, gpu_slug: str) -> list[Path]:
 
 def controlled_document_write(path: Path, document: dict) -> None:
     """Write an export: gzip-compressed where the name ends in `.gz`, with a zero timestamp so that
-    the same runs give the same bytes (a re-export changes nothing in git); else plain JSON."""
+    the same runs give the same bytes (a re-export changes nothing in git); else plain JSON. The
+    file is replaced whole (written beside it, then renamed): a writer killed halfway leaves the
+    previous export, never half of one."""
     data = (json.dumps(document, indent=1, sort_keys=True) + "\n").encode()
     path = Path(path)
-    path.write_bytes(gzip.compress(data, compresslevel=9, mtime=0) if path.name.endswith(".gz") else data)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_bytes(gzip.compress(data, compresslevel=9, mtime=0) if path.name.endswith(".gz") else data)
+    os.replace(partial, path)
 
 
 @transaction.atomic

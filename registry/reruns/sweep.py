@@ -41,6 +41,9 @@ MULTICAST_OFF = {
     "NVSHMEM_DISABLE_NVLS": "1",
 }
 FINISH_GRACE_S = 30  # after the deadline, how long running jobs may take to finish
+# How often a sweep writes the kernels whose jobs finished since it last wrote: a sweep killed
+# from outside (a scheduler's time limit) loses at most this much of its work, not all of it.
+CHECKPOINT_S = 60
 MAX_ATTEMPTS = 2  # a target measured, or a run rerun, that failed twice is reported, not tried again
 # A job started this long ago with no result recorded (a recorder that keeps failing on it) is
 # reported and given up, so it cannot hold a place in the window for the rest of the sweep. The
@@ -63,6 +66,7 @@ class Progress:
     reruns: int = 0
     failed: list = field(default_factory=list)
     waiting: int = 0  # measured on this one-card host's card: left for a rerun on another card
+    unexported: set = field(default_factory=set)  # kernels with jobs finished since the last write
 
 
 def targets(*, gpu_slug: str, kernels: list[str] | None = None) -> list[Target]:
@@ -246,9 +250,11 @@ def sweep(
     export: bool = True,
     resume: bool = True,
     same_card: bool = False,
+    checkpoint_s: float = CHECKPOINT_S,
     log=print,
 ) -> dict:
-    """Measure, rerun and export until done or `deadline_s` has passed; returns the figures."""
+    """Measure, rerun and export until done or `deadline_s` has passed; returns the figures.
+    While it runs, every `checkpoint_s` it exports the kernels whose jobs finished since."""
     began = time.monotonic()
     stop_at = began + deadline_s
     _registry_ready(out, log)
@@ -280,9 +286,13 @@ def sweep(
     in_flight: dict[int, Target | None] = {}
     attempts: dict[Target, int] = defaultdict(int)
     window = 2 * gpus + 1  # messages ahead of the workers: enough to keep every card busy
+    checkpointed = time.monotonic()
     try:
         while time.monotonic() < stop_at and (pending or to_rerun or in_flight):
             _collect(in_flight, pending, to_rerun, attempts, figures, reruns, keep_for_another)
+            if export and figures.unexported and time.monotonic() - checkpointed >= checkpoint_s:
+                _checkpoint(out, gpu_slug, figures, log)
+                checkpointed = time.monotonic()
             while len(in_flight) < window and (to_rerun or pending):
                 if to_rerun:  # a rerun first: its run is already measured
                     _send_rerun(to_rerun.popleft(), in_flight, log, gpus=gpus)
@@ -315,6 +325,13 @@ def sweep(
         "left": len(pending) + len(to_rerun),
         "waiting_for_another_card": figures.waiting,
     }
+
+
+def _checkpoint(out: Path, gpu_slug: str, figures: Progress, log) -> None:
+    kernels = sorted(figures.unexported)
+    figures.unexported.clear()
+    written = controlled.controlled_runs_export_dir(out=out, gpu_slug=gpu_slug, kernels=kernels)
+    log(f"checkpoint: wrote {', '.join(path.name for path in written)}")
 
 
 def _registry_ready(out: Path, log) -> None:
@@ -429,9 +446,10 @@ def _collect(
         figures.failed.append(
             f"job {job_id} ({target or 'rerun'}): no result recorded {STUCK_AFTER_S} s after it started {error}"
         )
-    finished = jobs.filter(state__in=FINISHED).select_related("run", "result_run")
+    finished = jobs.filter(state__in=FINISHED).select_related("run", "result_run", "kernel")
     for job in finished:
         target = in_flight.pop(job.pk)
+        figures.unexported.add(job.kernel.slug)
         if job.kind == JobKind.RERUN:
             _rerun_finished(job, to_rerun, attempts, figures)
         elif job.state == JobState.SUCCEEDED:

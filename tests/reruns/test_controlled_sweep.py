@@ -51,9 +51,27 @@ def test_a_sweep_measures_reruns_judges_and_exports_then_resumes_where_it_stoppe
     out = tmp_path / "controlled"
     out.mkdir()
 
-    first = sweep.sweep(gpu_slug="cpu", gpus=1, out=out, deadline_s=DEADLINE_S, limit=2, log=print)
+    # A checkpoint after every job that finishes: what each wrote is read back as it is written,
+    # as the next sweep would find it had this one been killed there.
+    checkpoints = []
+
+    def log(message):
+        print(message)
+        if message.startswith("checkpoint: "):
+            (written,) = out.glob("cpu-*.json.gz")
+            checkpoints.append(len(controlled.controlled_document_read(written)["runs"]))
+
+    first = sweep.sweep(
+        gpu_slug="cpu", gpus=1, out=out, deadline_s=DEADLINE_S, limit=2, checkpoint_s=0, log=log
+    )
 
     assert (first["measured"], first["reruns"], first["failed"], first["left"]) == (2, 2, [], 0), first
+    # Each finished job was written before the sweep ended: both runs were on disk before the
+    # last rerun finished, and no partial file is left beside them.
+    assert checkpoints[0] >= 1 and checkpoints[-1] == 2 and len(checkpoints) >= 2, checkpoints
+    assert sorted(path.name for path in out.iterdir() if path.is_file()) == [
+        path.name for path in out.glob("cpu-*.json.gz")
+    ]
     assert controlled_runs().count() == 2
     reruns = RerunJob.objects.filter(kind=JobKind.RERUN, run__in=controlled_runs())
     assert reruns.count() == 2
