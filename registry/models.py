@@ -442,7 +442,9 @@ class RerunJob(models.Model):
         help_text="When the attempt holding the lease sent its result; until JOB_RESULT_DEADLINE after "
         "it, the job is waiting to be recorded, not lost.",
     )
-    created_at = models.DateTimeField(auto_now_add=True)
+    # Now by default, but not forced as auto_now_add would be: the controlled-run loader writes
+    # the recorded date of an exported job in the same bulk insert.
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
     sent_at = models.DateTimeField(null=True, blank=True, help_text="Last time its message was sent.")
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -35,12 +35,13 @@ from registry.models import (
 from registry.reruns.services.measured_run import (
     CONTROLLED_SOURCE,
     controlled_source,
-    measured_run_create,
+    measured_run_build,
+    measured_runs_create,
     spec_row,
 )
 from registry.services.imports import ImportRejected, ImportSummary
 from registry.services.run_keys import RUN_KEY_SOURCES
-from registry.speed_of_light import SOL_FIELDS
+from registry.speed_of_light import SOL_FIELDS, measured_ceilings
 
 FORMAT = "kernelindex-controlled-runs/v1"
 BUNDLED_CONTROLLED_DIR = Path(__file__).resolve().parent.parent / "data" / "controlled-runs"
@@ -121,18 +122,27 @@ def controlled_document_write(path: Path, document: dict) -> None:
 
 @transaction.atomic
 def controlled_runs_load(*, path: Path | str) -> ImportSummary:
-    """Load every export in `path` (a folder of `*.json.gz` and `*.json` files, or one file)."""
+    """Load every export in `path` (a folder of `*.json.gz` and `*.json` files, or one file): the
+    runs not in the registry yet (by digest) and their jobs, in bulk, a file at a time."""
     files = controlled_files(path)
     source = controlled_source()
     summary = ImportSummary()
+    specs = {}  # spec rows by (model, digest), looked up once for the whole load
+    ceilings = measured_ceilings()
     for file in files:
-        document = controlled_document_read(file)
-        for number, entry in enumerate(document["runs"], start=1):
-            summary.rows += 1
-            if _run_load(entry, source, where=f"{file.name}, run {number}") is None:
-                summary.unchanged += 1
-            else:
-                summary.created += 1
+        entries = controlled_document_read(file)["runs"]
+        summary.rows += len(entries)
+        digests = [entry["run"]["digest"] for entry in entries]
+        seen = set(BenchmarkRun.objects.filter(digest__in=digests).values_list("digest", flat=True))
+        new = []
+        for number, entry in enumerate(entries, start=1):
+            if entry["run"]["digest"] in seen:
+                continue
+            seen.add(entry["run"]["digest"])
+            new.append((entry, f"{file.name}, run {number}"))
+        summary.unchanged += len(entries) - len(new)
+        summary.created += len(new)
+        _runs_load(new, source, specs=specs, ceilings=ceilings)
     generation_bump()
     return summary
 
@@ -149,32 +159,48 @@ def controlled_document_read(file: Path) -> dict:
     return document
 
 
-def _run_load(entry: dict, source: Source, *, where: str) -> BenchmarkRun | None:
-    fields = dict(entry["run"])
-    if BenchmarkRun.objects.filter(digest=fields["digest"]).exists():
-        return None
-    fields["evidence_level"] = _evidence_check(fields, entry["jobs"], where)
-    kernel, _ = Kernel.objects.get_or_create(slug=entry["kernel"]["slug"], defaults=entry["kernel"])
-    workload = spec_row(Workload, _workload_fields(entry["workload"]), kernel=kernel)
-    implementation = _implementation_fields(entry["implementation"])
-    run = measured_run_create(
-        source=source,
-        kernel=kernel,
-        workload=workload,
-        implementation=implementation,
-        protocol=entry["protocol"],
-        environment=entry["environment"],
-        run={**fields, "observed_at": datetime.fromisoformat(fields["observed_at"])},
-    )
-    for job in entry["jobs"]:
-        role = job.pop("role")
-        dates = {k: datetime.fromisoformat(v) if v else None for k, v in job.pop("dates").items()}
-        link = {"result_run": run} if role == "measured" else {"run": run}
-        job["provider"] = job.get("provider") or implementation["provider"]
-        created = RerunJob.objects.create(kernel=kernel, workload=workload, **link, **job)
-        # created_at is auto_now_add: set the recorded one afterwards.
-        RerunJob.objects.filter(pk=created.pk).update(**dates)
-    return run
+def _runs_load(entries: list[tuple[dict, str]], source: Source, *, specs: dict, ceilings: dict) -> None:
+    """Runs (each entry with where it was read, for errors) and then their jobs, in bulk."""
+    built, providers = [], []
+    for entry, where in entries:
+        fields = dict(entry["run"])
+        fields["evidence_level"] = _evidence_check(fields, entry["jobs"], where)
+        kernel = _kernel_row(entry["kernel"], specs)
+        implementation = _implementation_fields(entry["implementation"])
+        providers.append(implementation["provider"])
+        workload = spec_row(Workload, _workload_fields(entry["workload"]), cache=specs, kernel=kernel)
+        built.append(
+            measured_run_build(
+                source=source,
+                kernel=kernel,
+                workload=workload,
+                implementation=implementation,
+                protocol=entry["protocol"],
+                environment=entry["environment"],
+                run={**fields, "observed_at": datetime.fromisoformat(fields["observed_at"])},
+                specs=specs,
+                ceilings=ceilings,
+            )
+        )
+    runs = measured_runs_create(built)
+    jobs = []
+    for (entry, _), run, provider in zip(entries, runs, providers, strict=True):
+        for job in entry["jobs"]:
+            job = dict(job)
+            role = job.pop("role")
+            dates = {k: datetime.fromisoformat(v) if v else None for k, v in job.pop("dates").items()}
+            link = {"result_run": run} if role == "measured" else {"run": run}
+            job["provider"] = job.get("provider") or provider
+            jobs.append(RerunJob(kernel=run.kernel, workload=run.workload, **link, **job, **dates))
+    RerunJob.objects.bulk_create(jobs, batch_size=500)
+
+
+def _kernel_row(fields: dict, specs: dict) -> Kernel:
+    """The kernel of that slug, created from the export's fields the first time."""
+    key = (Kernel, fields["slug"])
+    if key not in specs:
+        specs[key] = Kernel.objects.get_or_create(slug=fields["slug"], defaults=fields)[0]
+    return specs[key]
 
 
 def _implementation_fields(fields: dict) -> dict:

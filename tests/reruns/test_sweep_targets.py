@@ -65,25 +65,31 @@ def test_liger_runs_measured_before_upstreams_warmup_are_measured_again(shipped_
 def test_a_liger_run_whose_measure_job_ran_upstreams_warmup_counts_as_measured(shipped_fused_moe):
     liger = shipped_fused_moe.filter(implementation__provider="liger")
     with_warmup, without = _by_warmup(liger)
-    counted_before = {run.pk for target, run in sweep.measured_targets(gpu_slug="nvidia-h200").items()}
-    # A run measured without the warm-up whose target no later run measured with it.
-    measured_again = {
-        (run.operation_mode, run.metric, run.workload_id) for run in liger.filter(pk__in=with_warmup)
-    }
-    waiting = [
-        run
-        for run in liger.filter(pk__in=without).order_by("pk")
-        if (run.operation_mode, run.metric, run.workload_id) not in measured_again
-    ]
-    assert waiting, "no shipped liger fused_moe target is still waiting for a measurement with the warm-up"
-    assert waiting[0].pk not in counted_before
-    job = RerunJob.objects.get(kind=JobKind.MEASURE, result_run=waiting[0])
-    job.sampling = {**job.sampling, "upstream_warmup": "_warmup_liger at T=8192, E=128"}
+
+    def target(run):
+        return run.operation_mode, run.metric, run.workload_id
+
+    def counted():
+        return {run.pk for run in sweep.measured_targets(gpu_slug="nvidia-h200").values()}
+
+    # A target measured both ways: first without the warm-up, again with it (the data grows, so
+    # the test builds its case from whichever such pair the shipped file holds).
+    earlier_of = {target(run): run for run in liger.filter(pk__in=without)}
+    later = next(run for run in liger.filter(pk__in=with_warmup).order_by("pk") if target(run) in earlier_of)
+    earlier = earlier_of[target(later)]
+    assert later.pk in counted() and earlier.pk not in counted()
+    # Without the later run's warm-up the target waits: neither run counts.
+    _warmup_set(later, "")
+    assert not {later.pk, earlier.pk} & counted()
+    # The earlier run's job with it, the earlier run counts.
+    _warmup_set(earlier, "_warmup_liger at T=8192, E=128")
+    assert earlier.pk in counted()
+
+
+def _warmup_set(run, warmup: str) -> None:
+    job = RerunJob.objects.get(kind=JobKind.MEASURE, result_run=run)
+    job.sampling = {**job.sampling, "upstream_warmup": warmup}
     job.save(update_fields=["sampling"])
-
-    done = sweep.measured_targets(gpu_slug="nvidia-h200")
-
-    assert waiting[0].pk in {run.pk for run in done.values()}
 
 
 def test_the_run_page_and_api_say_whether_the_scripts_warmup_ran(client, settings, shipped_fused_moe):

@@ -51,14 +51,19 @@ def controlled_source() -> Source:
     )[0]
 
 
-def spec_row(model, fields: dict, **extra):
-    """Specs are content-addressed: the row with `fields["digest"]`, created the first time."""
+def spec_row(model, fields: dict, *, cache: dict | None = None, **extra):
+    """Specs are content-addressed: the row with `fields["digest"]`, created the first time. A
+    writer of many runs passes one `cache` (a dict) to look each spec up once."""
+    key = (model, fields["digest"])
+    if cache is not None and key in cache:
+        return cache[key]
     row, _ = model.objects.get_or_create(digest=fields["digest"], defaults={**fields, **extra})
+    if cache is not None:
+        cache[key] = row
     return row
 
 
-@transaction.atomic
-def measured_run_create(
+def measured_run_build(
     *,
     source: Source,
     kernel: Kernel,
@@ -67,12 +72,14 @@ def measured_run_create(
     protocol: dict,
     environment: dict,
     run: dict,
+    specs: dict | None = None,
+    ceilings: dict | None = None,
 ) -> BenchmarkRun:
-    """Create one controlled run from the fields of its spec rows and its own (manifest, digest
-    and evidence level included), then rank its comparison group again and fill its keys, so the
-    run is in its group the moment it exists."""
-    environment_row = spec_row(Environment, environment)
-    # The speed of light is written with the row, as an import writes its runs' (imports._runs_build).
+    """An unsaved controlled run from the fields of its spec rows (created as needed) and its own
+    (manifest, digest and evidence level included), with its speed of light, as an import writes
+    its runs' (imports._runs_build). `specs` and `ceilings` let a writer of many runs look each
+    spec and the measured ceilings up once."""
+    environment_row = spec_row(Environment, environment, cache=specs)
     sol = sol_fields(
         kernel=kernel.slug,
         workload=workload,
@@ -80,20 +87,34 @@ def measured_run_create(
         metric=run["metric"],
         median=run["median"],
         gpu_slug=environment_row.slug,
-        measured=measured_ceilings(),
+        measured=measured_ceilings() if ceilings is None else ceilings,
     )
-    created = BenchmarkRun.objects.create(
+    return BenchmarkRun(
         source=source,
         kernel=kernel,
         workload=workload,
-        implementation=spec_row(Implementation, implementation, kernel=kernel),
-        protocol=spec_row(Protocol, protocol),
+        implementation=spec_row(Implementation, implementation, cache=specs, kernel=kernel),
+        protocol=spec_row(Protocol, protocol, cache=specs),
         environment=environment_row,
         **run,
         **sol,
     )
-    groups_rerank(keys=[created.comparison_key])
-    run_keys_fill(runs=BenchmarkRun.objects.filter(pk=created.pk))
+
+
+@transaction.atomic
+def measured_runs_create(runs: list[BenchmarkRun]) -> list[BenchmarkRun]:
+    """Write built runs (measured_run_build) in bulk, then rank their comparison groups again and
+    fill their keys, so each run is in its group the moment it exists."""
+    created = BenchmarkRun.objects.bulk_create(runs, batch_size=500)
+    groups_rerank(keys={run.comparison_key for run in created})
+    run_keys_fill(runs=BenchmarkRun.objects.filter(pk__in=[run.pk for run in created]))
+    return created
+
+
+@transaction.atomic
+def measured_run_create(**fields) -> BenchmarkRun:
+    """One controlled run (the fields of measured_run_build), created, ranked and keyed."""
+    (created,) = measured_runs_create([measured_run_build(**fields)])
     created.refresh_from_db(fields=["rank", "group_size", *RUN_KEY_SOURCES])
     return created
 
