@@ -165,7 +165,7 @@ def _runs_load(entries: list[tuple[dict, str]], source: Source, *, specs: dict, 
     for entry, where in entries:
         fields = dict(entry["run"])
         fields["evidence_level"] = _evidence_check(fields, entry["jobs"], where)
-        kernel = _kernel_row(entry["kernel"], specs)
+        kernel = spec_row(Kernel, entry["kernel"], by="slug", cache=specs)
         implementation = _implementation_fields(entry["implementation"])
         providers.append(implementation["provider"])
         workload = spec_row(Workload, _workload_fields(entry["workload"]), cache=specs, kernel=kernel)
@@ -193,14 +193,6 @@ def _runs_load(entries: list[tuple[dict, str]], source: Source, *, specs: dict, 
             job["provider"] = job.get("provider") or provider
             jobs.append(RerunJob(kernel=run.kernel, workload=run.workload, **link, **job, **dates))
     RerunJob.objects.bulk_create(jobs, batch_size=500)
-
-
-def _kernel_row(fields: dict, specs: dict) -> Kernel:
-    """The kernel of that slug, created from the export's fields the first time."""
-    key = (Kernel, fields["slug"])
-    if key not in specs:
-        specs[key] = Kernel.objects.get_or_create(slug=fields["slug"], defaults=fields)[0]
-    return specs[key]
 
 
 def _implementation_fields(fields: dict) -> dict:

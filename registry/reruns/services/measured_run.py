@@ -51,13 +51,14 @@ def controlled_source() -> Source:
     )[0]
 
 
-def spec_row(model, fields: dict, *, cache: dict | None = None, **extra):
-    """Specs are content-addressed: the row with `fields["digest"]`, created the first time. A
-    writer of many runs passes one `cache` (a dict) to look each spec up once."""
-    key = (model, fields["digest"])
+def spec_row(model, fields: dict, *, by: str = "digest", cache: dict | None = None, **extra):
+    """Specs are content-addressed: the row with `fields["digest"]` (a kernel: `by="slug"`),
+    created the first time. A writer of many runs passes one `cache` (a dict) to look each spec
+    up once."""
+    key = (model, fields[by])
     if cache is not None and key in cache:
         return cache[key]
-    row, _ = model.objects.get_or_create(digest=fields["digest"], defaults={**fields, **extra})
+    row, _ = model.objects.get_or_create(**{by: fields[by]}, defaults={**fields, **extra})
     if cache is not None:
         cache[key] = row
     return row
