@@ -9,9 +9,9 @@ of cards, sampling and where the host's seconds went.
 upstream's setup on the GPU since 2026-12-01T10:00 UTC; docs/protocol.md).
 """
 
+import argparse
 import gzip
 import json
-import sys
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -203,10 +203,10 @@ def _print_pairs(pairs: dict) -> None:
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    since = ""
-    if "--since" in args:
-        at = args.index("--since")
-        since = args[at + 1]
-        del args[at : at + 2]
-    main(Path(args[0]) if args else FOLDER, since)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder", nargs="?", type=Path, default=FOLDER, help="default: the shipped runs")
+    parser.add_argument("--since", default="", help="an ISO date: also the host seconds of the jobs from then")
+    args = parser.parse_args()
+    if not args.folder.is_dir() or not list(args.folder.glob("*.json.gz")):
+        parser.error(f"{args.folder}: no controlled-run exports (*.json.gz) there")
+    main(args.folder, args.since)

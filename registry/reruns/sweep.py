@@ -28,10 +28,13 @@ from django.utils import timezone
 from registry.models import BenchmarkRun, JobKind, JobState, Kernel, RerunJob, Workload
 from registry.reruns import controlled
 from registry.reruns.harness import KERNELS, local_gpus, protocol_for
+from registry.reruns.harness.cache import harness_ready
 from registry.reruns.harness.kernels import missed_upstream_warmup, upstream_warmup_for
+from registry.reruns.harness.session import TIMED_OUT
 from registry.reruns.harness.spec import Refused, plan_for
 from registry.reruns.services import JobRefused, job_cancel, measure_request, rerun_request
 from registry.reruns.services.worker import job_spec
+from registry.reruns.sweep_timeouts import Timeout, timed_out_targets, timeouts_read, timeouts_write
 from registry.services.imports import BUNDLED_LIGER_CSV, liger_import
 
 FINISHED = (JobState.SUCCEEDED, JobState.DIVERGED, JobState.FAILED, JobState.CANCELLED)
@@ -45,10 +48,17 @@ FINISH_GRACE_S = 30  # after the deadline, how long running jobs may take to fin
 # from outside (a scheduler's time limit) loses at most this much of its work, not all of it.
 CHECKPOINT_S = 60
 MAX_ATTEMPTS = 2  # a target measured, or a run rerun, that failed twice is reported, not tried again
-# A job started this long ago with no result recorded (a recorder that keeps failing on it) is
-# reported and given up, so it cannot hold a place in the window for the rest of the sweep. The
-# slowest job of the shipped sweeps took 35 s, a cold worker's first one included.
-STUCK_AFTER_S = 300
+# The sweep's own time limit for one harness run (its workers' JOB_HARNESS_TIMEOUT): the slowest
+# jobs of the shipped sweeps, fused_moe's on a cold Triton cache (compiling and autotuning each
+# shape), took 235 s; every other kernel's under 90 s. A job that hangs is killed at this limit
+# and its card goes on with the next; it is reported, not tried again in the same sweep (the
+# tenth session lost half its GPU time to one multi_token_attention job that never returned,
+# under the site's 1,800 s limit).
+JOB_TIMEOUT_S = 360
+# A job started this long past its time limit with no result recorded (a recorder that keeps
+# failing on it) is reported and given up, so it cannot hold a place in the window for the rest
+# of the sweep.
+STUCK_GRACE_S = 120
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,7 @@ class Progress:
     failed: list = field(default_factory=list)
     waiting: int = 0  # measured on this one-card host's card: left for a rerun on another card
     unexported: set = field(default_factory=set)  # kernels with jobs finished since the last write
+    timeouts: list = field(default_factory=list)  # measure jobs past the time limit, not yet written
 
 
 def targets(*, gpu_slug: str, kernels: list[str] | None = None) -> list[Target]:
@@ -159,15 +170,26 @@ def _without_upstream_warmup(runs: list[BenchmarkRun]) -> set[int]:
     }
 
 
-def progress(*, gpu_slug: str, kernels: list[str] | None = None) -> dict:
+def progress(
+    *,
+    gpu_slug: str,
+    kernels: list[str] | None = None,
+    out: Path = controlled.BUNDLED_CONTROLLED_DIR,
+    job_timeout_s: float = JOB_TIMEOUT_S,
+) -> dict:
     """Where the sweep stands for `gpu_slug`, read from the registry alone (no GPU, no worker):
     its targets, those measured, the reruns it still owes (runs never rerun, such as those a
     one-card host left for another card; runs rerun so far only on the card that measured them;
     older-protocol runs without a verdict) and the jobs left, a measure job and its rerun for
-    each target still to measure. Per kernel too, in the order `targets` gives."""
+    each target still to measure; targets a sweep would not try under `job_timeout_s`, since a job
+    of theirs ran past it (`out`'s timeouts file), are counted apart. Per kernel too, in the order
+    `targets` gives."""
     todo = targets(gpu_slug=gpu_slug, kernels=kernels)
     wanted = set(todo)
-    measured = [run for target, run in measured_targets(gpu_slug=gpu_slug).items() if target in wanted]
+    by_target = {
+        target: run for target, run in measured_targets(gpu_slug=gpu_slug).items() if target in wanted
+    }
+    measured = list(by_target.values())
     never_rerun = _never_rerun(measured)
     own_card_only = _same_card_runs(measured, elsewhere_than=set())
     legacy = _legacy_runs(gpu_slug, kernels)
@@ -176,13 +198,16 @@ def progress(*, gpu_slug: str, kernels: list[str] | None = None) -> dict:
         per_kernel.setdefault(target.kernel, {"targets": 0, "measured": 0})["targets"] += 1
     for run in measured:
         per_kernel[run.kernel.slug]["measured"] += 1
-    to_measure = len(todo) - len(measured)
+    unmeasured = [target for target in todo if target not in by_target]
+    skipped = timed_out_targets(unmeasured, timeouts_read(out, gpu_slug), job_timeout_s=job_timeout_s)
+    to_measure = len(unmeasured) - len(skipped)
     owed = len(never_rerun) + len(own_card_only) + len(legacy)
     return {
         "gpu": gpu_slug,
         "targets": len(todo),
         "measured": len(measured),
         "to_measure": to_measure,
+        "not_tried_after_a_timeout": len(skipped),
         "reruns_owed": {
             "never_rerun": len(never_rerun),
             "rerun_only_on_the_measuring_card": len(own_card_only),
@@ -197,12 +222,12 @@ class Fleet:
     """One Celery worker per GPU (CUDA_VISIBLE_DEVICES), all consuming the model's queue, and
     one CPU worker on the default queue that records results."""
 
-    def __init__(self, *, gpu_slug: str, gpus: int, log_dir: Path):
+    def __init__(self, *, gpu_slug: str, gpus: int, log_dir: Path, job_timeout_s: float = JOB_TIMEOUT_S):
         self.processes = []
         base = [sys.executable, "-m", "celery", "-A", "kernelindex", "worker", "--prefetch-multiplier", "1"]
         root = Path(settings.BASE_DIR)
         for index in range(gpus):
-            env = {**os.environ, **MULTICAST_OFF}
+            env = {**os.environ, **MULTICAST_OFF, "JOB_HARNESS_TIMEOUT": str(job_timeout_s)}
             if gpu_slug != "cpu":
                 env["CUDA_VISIBLE_DEVICES"] = str(index)
             command = [*base, "-Q", f"gpu.{gpu_slug}", "-c", "1", "-n", f"gpu{index}@%h", "-l", "info"]
@@ -251,10 +276,15 @@ def sweep(
     resume: bool = True,
     same_card: bool = False,
     checkpoint_s: float = CHECKPOINT_S,
+    job_timeout_s: float = JOB_TIMEOUT_S,
     log=print,
 ) -> dict:
     """Measure, rerun and export until done or `deadline_s` has passed; returns the figures.
-    While it runs, every `checkpoint_s` it exports the kernels whose jobs finished since."""
+    While it runs, every `checkpoint_s` it exports the kernels whose jobs finished since. A job
+    past `job_timeout_s` is killed on its card and reported. Without the harness it raises
+    `HarnessMissing` before it sends a job."""
+    # Without the harness every job would fail at once, each target twice: refuse before any.
+    harness_ready()
     began = time.monotonic()
     stop_at = began + deadline_s
     _registry_ready(out, log)
@@ -262,7 +292,11 @@ def sweep(
     if limit is not None:
         todo = todo[:limit]
     done = measured_targets(gpu_slug=gpu_slug) if resume else {}
-    pending = deque(t for t in todo if t not in done)
+    unmeasured = [t for t in todo if t not in done]
+    # Targets a job of an earlier sweep ran past this time limit on: not tried again here.
+    recorded = timeouts_read(out, gpu_slug) if resume else []
+    skipped = timed_out_targets(unmeasured, recorded, job_timeout_s=job_timeout_s)
+    pending = deque(t for t in unmeasured if t not in skipped)
     wanted = set(todo)
     # This host's cards (none on a CPU: every run is rerun here).
     host_cards = {uuid for _, uuid in local_gpus()[:gpus] if uuid} if reruns else set()
@@ -280,16 +314,18 @@ def sweep(
     log(
         f"{len(todo)} targets: {len(done)} measured already, {len(pending)} to measure, {len(to_rerun)} to rerun "
         f"({len(cross_card)} of them rerun so far only on the card that measured them; {figures.waiting} "
-        "measured on this host's only card wait for another)"
+        f"measured on this host's only card wait for another); {len(skipped)} not tried: a job of theirs "
+        f"ran past {job_timeout_s:.0f} s before (timeouts-{gpu_slug}.tsv)"
     )
-    fleet = Fleet(gpu_slug=gpu_slug, gpus=gpus, log_dir=out / "logs")
+    fleet = Fleet(gpu_slug=gpu_slug, gpus=gpus, log_dir=out / "logs", job_timeout_s=job_timeout_s)
+    stuck_after_s = job_timeout_s + STUCK_GRACE_S
     in_flight: dict[int, Target | None] = {}
     attempts: dict[Target, int] = defaultdict(int)
     window = 2 * gpus + 1  # messages ahead of the workers: enough to keep every card busy
     checkpointed = time.monotonic()
     try:
         while time.monotonic() < stop_at and (pending or to_rerun or in_flight):
-            _collect(in_flight, pending, to_rerun, attempts, figures, reruns, keep_for_another)
+            _collect(in_flight, pending, to_rerun, attempts, figures, reruns, keep_for_another, stuck_after_s)
             if export and figures.unexported and time.monotonic() - checkpointed >= checkpoint_s:
                 _checkpoint(out, gpu_slug, figures, log)
                 checkpointed = time.monotonic()
@@ -307,7 +343,7 @@ def sweep(
             time.monotonic() < grace_end and RerunJob.objects.filter(pk__in=list(in_flight)).active().exists()
         ):
             time.sleep(0.5)
-        _collect(in_flight, pending, to_rerun, attempts, figures, reruns, keep_for_another)
+        _collect(in_flight, pending, to_rerun, attempts, figures, reruns, keep_for_another, stuck_after_s)
     finally:
         fleet.stop()
     elapsed = time.monotonic() - began
@@ -317,6 +353,7 @@ def sweep(
     )
     if export:
         controlled.controlled_runs_export_dir(out=out, gpu_slug=gpu_slug)
+        _timeouts_flush(out, gpu_slug, figures, log)
     return {
         "elapsed_s": elapsed,
         "measured": figures.measured,
@@ -324,6 +361,7 @@ def sweep(
         "failed": figures.failed,
         "left": len(pending) + len(to_rerun),
         "waiting_for_another_card": figures.waiting,
+        "skipped_after_timeout": len(skipped),
     }
 
 
@@ -332,6 +370,14 @@ def _checkpoint(out: Path, gpu_slug: str, figures: Progress, log) -> None:
     figures.unexported.clear()
     written = controlled.controlled_runs_export_dir(out=out, gpu_slug=gpu_slug, kernels=kernels)
     log(f"checkpoint: wrote {', '.join(path.name for path in written)}")
+    _timeouts_flush(out, gpu_slug, figures, log)
+
+
+def _timeouts_flush(out: Path, gpu_slug: str, figures: Progress, log) -> None:
+    if figures.timeouts:
+        path = timeouts_write(out, gpu_slug, figures.timeouts)
+        figures.timeouts.clear()
+        log(f"recorded in {path.name}: targets whose job ran past the time limit")
 
 
 def _registry_ready(out: Path, log) -> None:
@@ -435,18 +481,29 @@ def _send_rerun(run: BenchmarkRun, in_flight, log, *, gpus: int) -> None:
 
 
 def _collect(
-    in_flight, pending, to_rerun, attempts, figures: Progress, reruns: bool, keep_for_another=frozenset()
+    in_flight,
+    pending,
+    to_rerun,
+    attempts,
+    figures: Progress,
+    reruns: bool,
+    keep_for_another=frozenset(),
+    stuck_after_s: float = JOB_TIMEOUT_S + STUCK_GRACE_S,
 ) -> None:
     jobs = RerunJob.objects.filter(pk__in=list(in_flight))
     stuck = jobs.exclude(state__in=FINISHED).filter(
-        started_at__lt=timezone.now() - timedelta(seconds=STUCK_AFTER_S)
+        started_at__lt=timezone.now() - timedelta(seconds=stuck_after_s)
     )
-    for job_id, error in stuck.values_list("pk", "error"):
-        target = in_flight.pop(job_id)
+    for job in stuck.select_related("kernel", "workload"):
+        target = in_flight.pop(job.pk)
         figures.failed.append(
-            f"job {job_id} ({target or 'rerun'}): no result recorded {STUCK_AFTER_S} s after it started {error}"
+            f"job {job.pk} ({target or 'rerun'}): no result recorded {stuck_after_s:.0f} s after it started {job.error}"
         )
-    finished = jobs.filter(state__in=FINISHED).select_related("run", "result_run", "kernel")
+        if target is not None:
+            figures.timeouts.append(
+                Timeout.from_job(job, ran_s=(timezone.now() - job.started_at).total_seconds())
+            )
+    finished = jobs.filter(state__in=FINISHED).select_related("run", "result_run", "kernel", "workload")
     for job in finished:
         target = in_flight.pop(job.pk)
         figures.unexported.add(job.kernel.slug)
@@ -458,20 +515,30 @@ def _collect(
                 figures.waiting += 1
             elif reruns:
                 to_rerun.append(job.result_run)
+        elif TIMED_OUT in job.error:
+            figures.failed.append(f"{target}: {job.error[:300]}")
+            figures.timeouts.append(Timeout.from_job(job, ran_s=_ran_s(job)))
         elif attempts[target] < MAX_ATTEMPTS:
             pending.append(target)
         else:
             figures.failed.append(f"{target}: {job.error[:300]}")
 
 
+def _ran_s(job: RerunJob) -> float:
+    if job.started_at and job.finished_at:
+        return (job.finished_at - job.started_at).total_seconds()
+    return 0.0
+
+
 def _rerun_finished(job: RerunJob, to_rerun, attempts, figures: Progress) -> None:
     """A rerun with a verdict counts; a failed one (a compiler's error on a cold cache, say) is
-    sent again once, then reported; one cancelled at the deadline is left for the next sweep."""
+    sent again once, then reported (one that ran past its time limit at once); one cancelled at
+    the deadline is left for the next sweep."""
     if job.state in (JobState.SUCCEEDED, JobState.DIVERGED):
         figures.reruns += 1
     elif job.state == JobState.FAILED:
         attempts[("rerun", job.run_id)] += 1
-        if attempts[("rerun", job.run_id)] < MAX_ATTEMPTS:
+        if attempts[("rerun", job.run_id)] < MAX_ATTEMPTS and TIMED_OUT not in job.error:
             to_rerun.append(job.run)
         else:
             figures.failed.append(f"rerun of run {job.run_id}: {job.error[:300]}")

@@ -11,6 +11,7 @@ import pytest
 
 from registry.models import BenchmarkRun, JobKind, JobState, RerunJob
 from registry.reruns import controlled, sweep
+from registry.reruns.sweep_timeouts import timeouts_read
 from tests.faults.support import small_cpu_rows
 from tests.reruns.conftest import csv_import
 from tests.reruns.worker import WORKER_ENV, broker_clear, broker_is_filesystem, broker_is_redis, database_url
@@ -148,3 +149,36 @@ def test_a_sweep_measures_reruns_judges_and_exports_then_resumes_where_it_stoppe
     to_rerun, figures = [], sweep.Progress()
     sweep._collect({rerun.pk: None}, [], to_rerun, defaultdict(int), figures, True)
     assert (to_rerun, figures.reruns, figures.failed) == ([], 0, [])
+
+
+def test_a_job_past_the_sweeps_time_limit_is_killed_reported_and_not_tried_again(fleet_env, tmp_path):
+    """The sweep gives its workers a time limit of its own: a job that hangs (one GPU job once
+    never returned, holding its card for the rest of the sweep) is killed on its card at that
+    limit and reported, and the sweep goes on. Here the limit (1 s) is shorter than starting the
+    harness (importing torch), so the one job runs past it."""
+    csv_import(tmp_path / "cpu.csv", small_cpu_rows(1))
+    out = tmp_path / "controlled"
+
+    figures = sweep.sweep(
+        gpu_slug="cpu", gpus=1, out=out, deadline_s=DEADLINE_S, limit=1, job_timeout_s=1, log=print
+    )
+
+    (measure,) = RerunJob.objects.filter(kind=JobKind.MEASURE)  # not sent a second time
+    assert measure.state == JobState.FAILED and "timed out" in measure.error, (measure.state, measure.error)
+    assert (figures["measured"], figures["left"], len(figures["failed"])) == (0, 0, 1), figures
+    assert "timed out" in figures["failed"][0]
+    assert figures["elapsed_s"] < DEADLINE_S / 2  # it ended on its own, long before the deadline
+    assert controlled_runs().count() == 0
+    # Recorded beside the exports, so that the next sweep under the same limit does not try it.
+    (timeout,) = timeouts_read(out, "cpu")
+    assert (timeout.kernel, timeout.provider, timeout.workload) == (
+        measure.kernel.slug,
+        measure.provider,
+        measure.workload.digest,
+    )
+    assert timeout.ran_s >= 1 and "timed out" in timeout.error
+
+    again = sweep.sweep(gpu_slug="cpu", gpus=1, out=out, deadline_s=DEADLINE_S, job_timeout_s=1, log=print)
+
+    assert (again["measured"], again["skipped_after_timeout"], again["failed"]) == (0, 1, []), again
+    assert RerunJob.objects.filter(kind=JobKind.MEASURE).count() == 1

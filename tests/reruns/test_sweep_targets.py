@@ -197,3 +197,18 @@ def test_the_status_command_reads_the_registry_and_refuses_what_it_cannot_answer
 def test_the_status_of_an_empty_registry_says_what_to_load(db):
     with pytest.raises(CommandError, match="load_bundled_data"):
         call_command("controlled_sweep", "--status", "--gpu", "nvidia-h200")
+
+
+def test_a_sweep_without_the_harness_refuses_before_it_sends_a_job(tmp_path, monkeypatch, fused_moe_source):
+    """A host where `fetch_harness` has not run: every job would fail at once, each target twice
+    (the tenth session's first sweep did that to 852 targets). The command says what to run."""
+    monkeypatch.setenv("KERNELINDEX_HARNESS_DIR", str(tmp_path / "empty"))
+
+    with pytest.raises(
+        CommandError, match=r"harness is not in .*run `python manage.py fetch_harness`; no job was sent"
+    ):
+        call_command(
+            "controlled_sweep", "--gpu", "nvidia-h200", "--out", str(tmp_path / "out"), stdout=StringIO()
+        )
+
+    assert not RerunJob.objects.exists()

@@ -7,6 +7,8 @@ from registry.models import BenchmarkRun
 from registry.reruns import sweep
 from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR
 from registry.reruns.harness import KERNELS, local_gpu_slug
+from registry.reruns.harness.cache import HarnessMissing
+from registry.reruns.sweep_timeouts import TimeoutsFileError
 
 
 class Command(BaseCommand):
@@ -23,6 +25,13 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--deadline", type=float, default=540, help="Seconds before it stops and exports."
+        )
+        parser.add_argument(
+            "--job-timeout",
+            type=float,
+            default=sweep.JOB_TIMEOUT_S,
+            help="Seconds one job may run on its card before it is killed and reported "
+            f"(default {sweep.JOB_TIMEOUT_S}: fused_moe's compiles on a cold cache took up to 235 s).",
         )
         parser.add_argument("--kernel", action="append", default=[], help="Only this kernel; repeatable.")
         parser.add_argument("--limit", type=int, default=None, help="Only the first N targets.")
@@ -49,12 +58,22 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
+        try:
+            self._handle(options)
+        except TimeoutsFileError as exc:
+            raise CommandError(str(exc)) from None
+        except HarnessMissing as exc:
+            raise CommandError(f"{exc}; no job was sent.") from None
+
+    def _handle(self, options):
         if options["status"]:
             self._status(options)
             return
         gpu = options["gpu"] or local_gpu_slug()
         if options["gpus"] < 1:
             raise CommandError("--gpus must be at least 1.")
+        if options["job_timeout"] <= 0:
+            raise CommandError("--job-timeout must be a number of seconds above 0.")
         options["out"].mkdir(parents=True, exist_ok=True)
         log = lambda message: self.stdout.write(str(message))  # noqa: E731
         if options["throughput"]:
@@ -75,6 +94,7 @@ class Command(BaseCommand):
                 kernels=options["kernel"] or None,
                 limit=options["limit"],
                 same_card=options["same_card_reruns"],
+                job_timeout_s=options["job_timeout"],
                 log=log,
             )
         self.stdout.write(json.dumps(figures, indent=1, default=str))
@@ -89,4 +109,7 @@ class Command(BaseCommand):
         unknown = sorted(set(kernels or ()) - set(KERNELS))
         if unknown:
             raise CommandError(f"--kernel: no mapped kernel {', '.join(unknown)}.")
-        self.stdout.write(json.dumps(sweep.progress(gpu_slug=gpu, kernels=kernels), indent=1))
+        figures = sweep.progress(
+            gpu_slug=gpu, kernels=kernels, out=options["out"], job_timeout_s=options["job_timeout"]
+        )
+        self.stdout.write(json.dumps(figures, indent=1))

@@ -20,6 +20,7 @@ from pathlib import Path
 
 RUNNER = Path(__file__).resolve().parent / "runner.py"
 LOG_LIMIT = 20_000  # bytes of log kept per job: the end, where the error is
+TIMED_OUT = "timed out: the job ran past its time limit and was killed"
 
 
 class HarnessSession:
@@ -96,7 +97,7 @@ class HarnessSession:
         while b"\n" not in self._buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise HarnessFailure("timed out: the job ran past its time limit and was killed")
+                raise HarnessFailure(TIMED_OUT)
             ready, _, _ = select.select([self._answers], [], [], remaining)
             if not ready:
                 continue

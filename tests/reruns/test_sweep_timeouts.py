@@ -1,0 +1,142 @@
+"""Targets whose job ran past the sweep's time limit: recorded beside the exports, and not tried
+again by a sweep under a limit no longer than the job ran. A recorded job covers its kernel and
+provider's targets of every pass on the same configuration swept as far or further; a longer
+limit tries them again. The file is checked as it is read."""
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from registry.models import Workload
+from registry.reruns import sweep
+from registry.reruns.sweep_timeouts import (
+    Timeout,
+    TimeoutsFileError,
+    timed_out_targets,
+    timeouts_path,
+    timeouts_read,
+    timeouts_write,
+)
+from registry.services.imports import BUNDLED_LIGER_CSV, liger_import
+
+pytestmark = pytest.mark.django_db
+KERNEL = "multi_token_attention"
+
+
+@pytest.fixture
+def mta_source(tmp_path):
+    """The bundled Liger data's multi_token_attention rows: a sweep of L from 32 to 1024."""
+    lines = BUNDLED_LIGER_CSV.read_text().splitlines(keepends=True)
+    path = tmp_path / "mta.csv"
+    path.write_text(lines[0] + "".join(line for line in lines[1:] if line.startswith(f"{KERNEL},")))
+    liger_import(path=path)
+    return sweep.targets(gpu_slug="nvidia-h200", kernels=[KERNEL])
+
+
+def timeout_at(L: int, *, provider="liger", ran_s=600.0, operation_mode="backward") -> Timeout:
+    workload = Workload.objects.get(kernel__slug=KERNEL, x_value=L)
+    return Timeout(
+        kernel=KERNEL,
+        provider=provider,
+        operation_mode=operation_mode,
+        metric="latency",
+        workload=workload.digest,
+        x_name="L",
+        x_value=float(L),
+        ran_s=ran_s,
+        gpu_uuid="GPU-card-A",
+        started_at="2026-12-03T18:23:04+00:00",
+        error="no result in 590 s",
+    )
+
+
+def x_of(targets) -> dict:
+    workloads = Workload.objects.in_bulk({t.workload_id for t in targets})
+    return {t: workloads[t.workload_id].x_value for t in targets}
+
+
+def test_a_recorded_timeout_covers_its_provider_at_that_size_and_beyond_under_a_shorter_limit(mta_source):
+    x = x_of(mta_source)
+    covered = timed_out_targets(mta_source, [timeout_at(512)], job_timeout_s=360)
+
+    expected = {t for t in mta_source if t.provider == "liger" and x[t] >= 512}
+    assert covered == expected
+    # Every pass and metric of that provider, at both sizes the sweep holds from 512 up.
+    assert {(t.operation_mode, t.metric) for t in covered} == {
+        ("forward", "latency"),
+        ("backward", "latency"),
+        ("full", "latency"),
+        ("full", "memory"),
+    }
+    assert {x[t] for t in covered} == {512.0, 1024.0}
+    # A limit longer than the job ran tries them again; a shorter-lived timeout covers nothing.
+    assert timed_out_targets(mta_source, [timeout_at(512)], job_timeout_s=900) == set()
+    assert timed_out_targets(mta_source, [timeout_at(512, ran_s=200)], job_timeout_s=360) == set()
+    # Another provider's timeout, or another kernel's targets: nothing.
+    torch_only = timed_out_targets(mta_source, [timeout_at(1024, provider="torch")], job_timeout_s=360)
+    assert torch_only == {t for t in mta_source if t.provider == "torch" and x[t] == 1024}
+
+
+def test_the_file_keeps_one_line_per_target_the_longest_run_and_reads_back(tmp_path, mta_source):
+    first = timeout_at(1024, ran_s=360.4)
+    timeouts_write(tmp_path, "nvidia-h200", [first, timeout_at(512, operation_mode="forward")])
+    timeouts_write(tmp_path, "nvidia-h200", [timeout_at(1024, ran_s=590.0), timeout_at(1024, ran_s=100.0)])
+
+    read = timeouts_read(tmp_path, "nvidia-h200")
+
+    assert [(t.operation_mode, t.x_value, t.ran_s) for t in read] == [
+        ("backward", 1024.0, 590.0),
+        ("forward", 512.0, 600.0),
+    ]
+    assert timeouts_read(tmp_path, "nvidia-a100") == []
+    assert not list(tmp_path.glob(".*partial"))
+
+
+def test_the_status_counts_the_targets_a_sweep_would_not_try(tmp_path, mta_source):
+    before = sweep.progress(gpu_slug="nvidia-h200", kernels=[KERNEL], out=tmp_path)
+    timeouts_write(tmp_path, "nvidia-h200", [timeout_at(1024)])
+
+    after = sweep.progress(gpu_slug="nvidia-h200", kernels=[KERNEL], out=tmp_path)
+
+    assert (before["not_tried_after_a_timeout"], after["not_tried_after_a_timeout"]) == (0, 4)
+    assert after["to_measure"] == before["to_measure"] - 4
+    assert after["jobs_left"] == before["jobs_left"] - 8  # a measure job and its rerun each
+    longer = sweep.progress(gpu_slug="nvidia-h200", kernels=[KERNEL], out=tmp_path, job_timeout_s=900)
+    assert longer["to_measure"] == before["to_measure"]
+
+    out = StringIO()
+    call_command(
+        "controlled_sweep",
+        "--status",
+        "--gpu",
+        "nvidia-h200",
+        "--kernel",
+        KERNEL,
+        "--out",
+        str(tmp_path),
+        stdout=out,
+    )
+    assert json.loads(out.getvalue()) == after
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("kernel\tprovider\n", "line 1: the header lacks error, gpu_uuid, metric"),
+        (None, r"line 3: x_value and ran_s must be numbers, got '\d+\.0' and 'long'"),
+    ],
+)
+def test_a_malformed_file_is_refused_naming_the_file_and_line(tmp_path, mta_source, text, says):
+    path = timeouts_write(tmp_path, "nvidia-h200", [timeout_at(512), timeout_at(1024)])
+    if text is None:
+        lines = path.read_text().splitlines()
+        lines[2] = lines[2].replace("\t600.0\t", "\tlong\t")
+        text = "\n".join(lines) + "\n"
+    path.write_text(text)
+
+    with pytest.raises(TimeoutsFileError, match=says):
+        timeouts_read(tmp_path, "nvidia-h200")
+    with pytest.raises(CommandError, match=str(timeouts_path(tmp_path, "nvidia-h200"))):
+        call_command("controlled_sweep", "--status", "--gpu", "nvidia-h200", "--out", str(tmp_path))
