@@ -59,6 +59,8 @@ JOB_TIMEOUT_S = 360
 # failing on it) is reported and given up, so it cannot hold a place in the window for the rest
 # of the sweep.
 STUCK_GRACE_S = 120
+LOG_TAIL = 3000  # characters of a worker's log that the sweep shows when the worker exits
+VISIBILITY_MARGIN_S = 240  # the task's hard limit is JOB_HARNESS_TIMEOUT + 180 s (tasks.py)
 
 
 @dataclass(frozen=True)
@@ -218,16 +220,29 @@ def progress(
     }
 
 
+def _time_limits(job_timeout_s: float) -> dict:
+    """The fleet's settings for the sweep's limit: JOB_HARNESS_TIMEOUT, and a broker visibility
+    timeout that outlasts it with the task's hard limit (+180 s), raised where the environment's
+    is shorter, never lowered (the settings refuse to start a worker whose visibility timeout a
+    job could outlast; a shorter one only brings a lost message back sooner)."""
+    configured = os.environ.get("CELERY_VISIBILITY_TIMEOUT") or settings.CELERY_BROKER_TRANSPORT_OPTIONS.get(
+        "visibility_timeout", 0
+    )
+    visibility = max(int(float(configured or 0)), int(job_timeout_s) + VISIBILITY_MARGIN_S)
+    return {"JOB_HARNESS_TIMEOUT": str(job_timeout_s), "CELERY_VISIBILITY_TIMEOUT": str(visibility)}
+
+
 class Fleet:
     """One Celery worker per GPU (CUDA_VISIBLE_DEVICES), all consuming the model's queue, and
     one CPU worker on the default queue that records results."""
 
     def __init__(self, *, gpu_slug: str, gpus: int, log_dir: Path, job_timeout_s: float = JOB_TIMEOUT_S):
-        self.processes = []
+        self.processes, self.logs = [], []
         base = [sys.executable, "-m", "celery", "-A", "kernelindex", "worker", "--prefetch-multiplier", "1"]
         root = Path(settings.BASE_DIR)
+        common = {**os.environ, **MULTICAST_OFF, **_time_limits(job_timeout_s)}
         for index in range(gpus):
-            env = {**os.environ, **MULTICAST_OFF, "JOB_HARNESS_TIMEOUT": str(job_timeout_s)}
+            env = dict(common)
             if gpu_slug != "cpu":
                 env["CUDA_VISIBLE_DEVICES"] = str(index)
             command = [*base, "-Q", f"gpu.{gpu_slug}", "-c", "1", "-n", f"gpu{index}@%h", "-l", "info"]
@@ -243,13 +258,23 @@ class Fleet:
             "-l",
             "info",
         ]
-        self._start(command, {**os.environ, **MULTICAST_OFF}, root, log_dir / "worker-recorder.log")
+        self._start(command, common, root, log_dir / "worker-recorder.log")
 
     def _start(self, command, env, root, log: Path):
         log.parent.mkdir(parents=True, exist_ok=True)
         self.processes.append(
             subprocess.Popen(command, cwd=root, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
         )
+        self.logs.append(log)
+
+    def exited(self) -> str:
+        """'' while every worker runs; else which one exited, with the end of its log."""
+        for process, log in zip(self.processes, self.logs, strict=True):
+            code = process.poll()
+            if code is not None:
+                tail = log.read_text(errors="replace")[-LOG_TAIL:]
+                return f"the worker logging to {log.name} exited with status {code}; its log ends:\n{tail}"
+        return ""
 
     def stop(self, grace_s: float = 20) -> None:
         for process in self.processes:
@@ -325,6 +350,11 @@ def sweep(
     checkpointed = time.monotonic()
     try:
         while time.monotonic() < stop_at and (pending or to_rerun or in_flight):
+            gone = fleet.exited()
+            if gone:  # a worker that cannot start (its settings refused, say) never will
+                log(gone)
+                figures.failed.append(gone.splitlines()[0])
+                break
             _collect(in_flight, pending, to_rerun, attempts, figures, reruns, keep_for_another, stuck_after_s)
             if export and figures.unexported and time.monotonic() - checkpointed >= checkpoint_s:
                 _checkpoint(out, gpu_slug, figures, log)

@@ -182,3 +182,20 @@ def test_a_job_past_the_sweeps_time_limit_is_killed_reported_and_not_tried_again
 
     assert (again["measured"], again["skipped_after_timeout"], again["failed"]) == (0, 1, []), again
     assert RerunJob.objects.filter(kind=JobKind.MEASURE).count() == 1
+
+
+def test_a_sweep_whose_worker_cannot_start_stops_saying_why(fleet_env, tmp_path, monkeypatch):
+    """A worker that exits (here its settings refuse a stale-after not above twice the heartbeat)
+    ends the sweep at once with the end of its log, rather than leaving it to wait out its
+    deadline for jobs nobody runs."""
+    monkeypatch.setenv("JOB_STALE_AFTER", "0.5")
+    csv_import(tmp_path / "cpu.csv", small_cpu_rows(1))
+
+    figures = sweep.sweep(
+        gpu_slug="cpu", gpus=1, out=tmp_path / "controlled", deadline_s=DEADLINE_S, limit=1, log=print
+    )
+
+    assert figures["elapsed_s"] < DEADLINE_S / 2, figures
+    assert figures["measured"] == 0 and len(figures["failed"]) == 1, figures
+    assert "exited with status" in figures["failed"][0]
+    assert not RerunJob.objects.filter(state__in=["queued", "running"]).exists()

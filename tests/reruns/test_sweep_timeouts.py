@@ -140,3 +140,13 @@ def test_a_malformed_file_is_refused_naming_the_file_and_line(tmp_path, mta_sour
         timeouts_read(tmp_path, "nvidia-h200")
     with pytest.raises(CommandError, match=str(timeouts_path(tmp_path, "nvidia-h200"))):
         call_command("controlled_sweep", "--status", "--gpu", "nvidia-h200", "--out", str(tmp_path))
+
+
+def test_the_fleets_broker_visibility_timeout_outlasts_its_job_limit(monkeypatch):
+    """The settings refuse to start a worker whose job limit its broker's visibility timeout would
+    not outlast: the sweep raises the visibility timeout for its own workers where it is shorter
+    (the pipeline tests' 90 s), and leaves a longer one (the site's 7,200 s) as it is."""
+    monkeypatch.setenv("CELERY_VISIBILITY_TIMEOUT", "90")
+    assert sweep._time_limits(360) == {"JOB_HARNESS_TIMEOUT": "360", "CELERY_VISIBILITY_TIMEOUT": "600"}
+    monkeypatch.setenv("CELERY_VISIBILITY_TIMEOUT", "7200")
+    assert sweep._time_limits(360)["CELERY_VISIBILITY_TIMEOUT"] == "7200"
