@@ -115,8 +115,16 @@ def controlled_document_write(path: Path, document: dict) -> None:
     previous export, never half of one."""
     data = (json.dumps(document, indent=1, sort_keys=True) + "\n").encode()
     path = Path(path)
+    whole_file_write(
+        path, gzip.compress(data, compresslevel=9, mtime=0) if path.name.endswith(".gz") else data
+    )
+
+
+def whole_file_write(path: Path, data: bytes) -> None:
+    """Replace `path` with `data` whole: written beside it, then renamed, so that a writer killed
+    halfway leaves the previous file, never half of one."""
     partial = path.with_name(f".{path.name}.partial")
-    partial.write_bytes(gzip.compress(data, compresslevel=9, mtime=0) if path.name.endswith(".gz") else data)
+    partial.write_bytes(data)
     os.replace(partial, path)
 
 

@@ -12,11 +12,11 @@ targets again. Written whole (beside it, then renamed), like the exports.
 
 import csv
 import io
-import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from registry.models import RerunJob, Workload
+from registry.reruns.controlled import whole_file_write
 
 
 @dataclass(frozen=True)
@@ -105,9 +105,7 @@ def timeouts_write(out: Path, gpu_slug: str, entries: list[Timeout]) -> Path:
     for key in sorted(by_key):
         writer.writerow(asdict(by_key[key]))
     path = timeouts_path(out, gpu_slug)
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(buffer.getvalue())
-    os.replace(partial, path)
+    whole_file_write(path, buffer.getvalue().encode())
     return path
 
 
