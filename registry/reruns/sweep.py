@@ -80,6 +80,7 @@ class Progress:
     waiting: int = 0  # measured on this one-card host's card: left for a rerun on another card
     unexported: set = field(default_factory=set)  # kernels with jobs finished since the last write
     timeouts: list = field(default_factory=list)  # measure jobs past the time limit, not yet written
+    skipped: int = 0  # targets dropped because a job of this sweep ran past the limit (sweep_timeouts)
 
 
 def targets(*, gpu_slug: str, kernels: list[str] | None = None) -> list[Target]:
@@ -379,7 +380,8 @@ def sweep(
     elapsed = time.monotonic() - began
     log(
         f"stopped after {elapsed:.0f} s: {figures.measured} measured, {figures.reruns} reruns finished, "
-        f"{figures.waiting} runs wait for a rerun on another card"
+        f"{figures.waiting} runs wait for a rerun on another card, {figures.skipped} not tried after a job of "
+        "theirs ran past the time limit"
     )
     if export:
         controlled.controlled_runs_export_dir(out=out, gpu_slug=gpu_slug)
@@ -391,7 +393,7 @@ def sweep(
         "failed": figures.failed,
         "left": len(pending) + len(to_rerun),
         "waiting_for_another_card": figures.waiting,
-        "skipped_after_timeout": len(skipped),
+        "skipped_after_timeout": len(skipped) + figures.skipped,
     }
 
 
@@ -530,11 +532,12 @@ def _collect(
             f"job {job.pk} ({target or 'rerun'}): no result recorded {stuck_after_s:.0f} s after it started {job.error}"
         )
         if target is not None:
-            figures.timeouts.append(
-                Timeout.from_job(job, ran_s=(timezone.now() - job.started_at).total_seconds())
-            )
+            timeout = Timeout.from_job(job, ran_s=(timezone.now() - job.started_at).total_seconds())
+            _timeout_note(timeout, in_flight, pending, figures)
     finished = jobs.filter(state__in=FINISHED).select_related("run", "result_run", "kernel", "workload")
     for job in finished:
+        if job.pk not in in_flight:  # cancelled above, covered by a timeout
+            continue
         target = in_flight.pop(job.pk)
         figures.unexported.add(job.kernel.slug)
         if job.kind == JobKind.RERUN:
@@ -547,11 +550,34 @@ def _collect(
                 to_rerun.append(job.result_run)
         elif TIMED_OUT in job.error:
             figures.failed.append(f"{target}: {job.error[:300]}")
-            figures.timeouts.append(Timeout.from_job(job, ran_s=_ran_s(job)))
+            _timeout_note(Timeout.from_job(job, ran_s=_ran_s(job)), in_flight, pending, figures)
         elif attempts[target] < MAX_ATTEMPTS:
             pending.append(target)
         else:
             figures.failed.append(f"{target}: {job.error[:300]}")
+
+
+def _timeout_note(timeout: Timeout, in_flight, pending, figures: Progress) -> None:
+    """Keep `timeout` for the timeouts file, and spend no more of this sweep on what it covers
+    (sweep_timeouts: the same kernel and provider, any pass, as far or further): those targets
+    still to send are dropped, and their jobs sent but not yet claimed are cancelled. A job a
+    worker has started is left to finish or reach the limit."""
+    figures.timeouts.append(timeout)
+    queued = RerunJob.objects.filter(
+        pk__in=[pk for pk, target in in_flight.items() if target is not None], state=JobState.QUEUED
+    )
+    queued_ids = list(queued.values_list("pk", flat=True))
+    covered = timed_out_targets([*pending, *(in_flight[pk] for pk in queued_ids)], [timeout], job_timeout_s=0)
+    if not covered:
+        return
+    kept = [target for target in pending if target not in covered]
+    figures.skipped += len(pending) - len(kept)
+    pending.clear()
+    pending.extend(kept)
+    for job in queued.filter(pk__in=[pk for pk in queued_ids if in_flight[pk] in covered]):
+        if job_cancel(job=job):
+            in_flight.pop(job.pk)
+            figures.skipped += 1
 
 
 def _ran_s(job: RerunJob) -> float:

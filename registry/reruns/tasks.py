@@ -83,7 +83,9 @@ def job_execute(self, job_id: int, signed: dict | None = None, signature: str = 
         services.job_send(job_id=job_id, queue=f"gpu.{gpu}", message=message)
         time.sleep(AVOID_PAUSE_S)
         return "other_card"
-    claim = services.job_claim(job_id=job_id, gpu_slug=gpu, worker_host=socket.gethostname())
+    claim = services.job_claim(
+        job_id=job_id, gpu_slug=gpu, worker_host=socket.gethostname(), gpu_uuid=worker_gpu()[1]
+    )
     if claim.outcome == "busy":
         # Another attempt holds it and is alive; look again once it could have gone stale.
         logger.info("Job %s is held by a live attempt; looking again later", job_id)

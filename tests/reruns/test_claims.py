@@ -9,14 +9,17 @@ from django.test import override_settings
 from django.utils import timezone
 
 from registry.models import JobState, RerunJob
+from registry.reruns.harness.session import TIMED_OUT
 from registry.reruns.services import (
     JobRefused,
     job_claim,
+    job_fail,
     job_heartbeat,
     job_result_sent,
     jobs_reconcile,
     rerun_request,
 )
+from registry.reruns.sweep_timeouts import Timeout
 
 pytestmark = pytest.mark.django_db
 
@@ -38,6 +41,19 @@ class TestClaim:
             first.lease,
             "a",
         )
+
+    def test_the_claim_records_the_card_so_a_job_killed_before_its_result_still_names_it(self, h200_run):
+        """A job killed at the time limit sends no result, where the card used to be recorded:
+        session 11's two timed-out jobs were written to the timeouts file without a card."""
+        job = rerun_request(run=h200_run)
+        first = job_claim(job_id=job.pk, gpu_slug="nvidia-h200", worker_host="a", gpu_uuid="GPU-card-A")
+        stale(job)
+        job_claim(job_id=job.pk, gpu_slug="nvidia-h200", worker_host="b", gpu_uuid="GPU-card-B")
+        assert not job_heartbeat(job_id=job.pk, lease=first.lease)
+        job_fail(job_id=job.pk, error=f"Harness failed: {TIMED_OUT}")
+        job.refresh_from_db()
+        assert (job.state, job.gpu_uuid) == (JobState.FAILED, "GPU-card-B")  # the last attempt's card
+        assert Timeout.from_job(job, ran_s=360).gpu_uuid == "GPU-card-B"
 
     def test_a_worker_with_another_gpu_does_not_take_it(self, h200_run):
         job = rerun_request(run=h200_run)

@@ -4,13 +4,17 @@ provider's targets of every pass on the same configuration swept as far or furth
 limit tries them again. The file is checked as it is read."""
 
 import json
+from collections import defaultdict, deque
+from datetime import timedelta
 from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
-from registry.models import Workload
+from registry.models import JobState, RerunJob, Workload
 from registry.reruns import sweep
+from registry.reruns.harness.session import TIMED_OUT
 from registry.reruns.sweep_timeouts import (
     Timeout,
     TimeoutsFileError,
@@ -119,6 +123,55 @@ def test_the_status_counts_the_targets_a_sweep_would_not_try(tmp_path, mta_sourc
         stdout=out,
     )
     assert json.loads(out.getvalue()) == after
+
+
+def test_a_job_past_the_limit_drops_what_it_covers_from_the_rest_of_the_sweep(mta_source):
+    """Session 11's sweep ran liger sparse multi-token attention's forward pass at L 1,024 to the
+    360 s limit just after its backward pass had done so: the second job was already queued. Now
+    the first timeout cancels the covered jobs not yet claimed and drops the covered targets not
+    yet sent; a job a worker holds runs on, and other providers and smaller workloads go on."""
+    x = x_of(mta_source)
+
+    def target(provider, L, operation_mode, metric="latency"):
+        (found,) = [
+            t
+            for t in mta_source
+            if (t.provider, x[t], t.operation_mode, t.metric) == (provider, L, operation_mode, metric)
+        ]
+        return found
+
+    backward, forward, full = (target("liger", 1024, mode) for mode in ("backward", "forward", "full"))
+    torch_forward = target("torch", 1024, "forward")
+    in_flight, attempts = {}, defaultdict(int)
+    for sent in (backward, forward, full, torch_forward):
+        sweep._send_measure(sent, "nvidia-h200", in_flight, attempts, print)
+    job_of = {sent: pk for pk, sent in in_flight.items()}
+    now = timezone.now()
+    RerunJob.objects.filter(pk=job_of[backward]).update(
+        state=JobState.FAILED,
+        started_at=now - timedelta(seconds=360.4),
+        finished_at=now,
+        error=f"Harness failed: {TIMED_OUT}",
+    )
+    RerunJob.objects.filter(pk=job_of[forward]).update(state=JobState.RUNNING, started_at=now)
+    pending = deque([target("liger", 1024, "full", "memory"), target("liger", 512, "forward")])
+    figures = sweep.Progress()
+
+    sweep._collect(in_flight, pending, deque(), attempts, figures, True)
+
+    assert sorted(in_flight.values(), key=str) == sorted([forward, torch_forward], key=str)
+    assert list(pending) == [target("liger", 512, "forward")]
+    assert figures.skipped == 2
+    states = dict(RerunJob.objects.filter(pk__in=job_of.values()).values_list("pk", "state"))
+    assert [states[job_of[sent]] for sent in (backward, forward, full, torch_forward)] == [
+        JobState.FAILED,
+        JobState.RUNNING,
+        JobState.CANCELLED,
+        JobState.QUEUED,
+    ]
+    (timeout,) = figures.timeouts
+    assert (timeout.operation_mode, timeout.x_value) == ("backward", 1024.0) and timeout.ran_s >= 360
+    assert len(figures.failed) == 1 and TIMED_OUT in figures.failed[0]
 
 
 @pytest.mark.parametrize(

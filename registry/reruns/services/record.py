@@ -96,7 +96,7 @@ def _result_store(job: RerunJob, result: dict) -> None:
     job.samples = samples
     job.ci_low, job.ci_high = stats.median_interval(samples) or (None, None)
     job.upstream = _figures(result.get("upstream"))
-    job.gpu_uuid = str(result.get("gpu_uuid") or "")[:64]
+    job.gpu_uuid = str(result.get("gpu_uuid") or job.gpu_uuid)[:64]  # else the card of the claim
     job.gpu_state = result.get("gpu_state") if isinstance(result.get("gpu_state"), dict) else {}
     job.sampling = result.get("sampling") if isinstance(result.get("sampling"), dict) else {}
     job.error = ""

@@ -37,10 +37,13 @@ class Claim:
 
 
 @transaction.atomic
-def job_claim(*, job_id: int, gpu_slug: str, worker_host: str, worker_gpu: str = "") -> Claim:
+def job_claim(
+    *, job_id: int, gpu_slug: str, worker_host: str, worker_gpu: str = "", gpu_uuid: str = ""
+) -> Claim:
     """Take the job for one attempt: queued → running, or running → running again when the
     previous attempt is lost (`RerunJob.objects.lost`). The conditional update makes a second
-    delivery of the same message find nothing to claim."""
+    delivery of the same message find nothing to claim. The attempt's card (`gpu_uuid`, NVML) is
+    recorded now, so that a job killed before it sends a result still says which card ran it."""
     job = RerunJob.objects.select_related("kernel", "workload").filter(pk=job_id).first()
     if job is None or not job.is_active:
         return Claim("gone")
@@ -65,6 +68,7 @@ def job_claim(*, job_id: int, gpu_slug: str, worker_host: str, worker_gpu: str =
         started_at=now,
         worker_host=worker_host[:200],
         worker_gpu=worker_gpu[:200],
+        gpu_uuid=gpu_uuid[:64],
     )
     if updated != 1:
         still_running = RerunJob.objects.filter(pk=job_id, state=JobState.RUNNING).exists()
