@@ -490,6 +490,9 @@ class RerunJob(models.Model):
     protocol = models.JSONField(default=dict, blank=True)
     log = models.TextField(blank=True)
     error = models.TextField(blank=True)
+    timed_out = models.BooleanField(
+        default=False, help_text="It ran past its time limit and was killed (its error says which limit)."
+    )
 
     objects = RerunJobQuerySet.as_manager()
 
@@ -532,6 +535,7 @@ class RerunJob(models.Model):
         "upstream",
         "gpu_state",
         "error",
+        "timed_out",
     )
 
     class Meta:

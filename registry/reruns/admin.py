@@ -147,7 +147,7 @@ class RerunJobAdmin(admin.ModelAdmin):
         "created_at",
         "finished_at",
     ]
-    list_filter = ["state", "kind", "gpu_slug", "metric", "operation_mode", "kernel"]
+    list_filter = ["state", "timed_out", "kind", "gpu_slug", "metric", "operation_mode", "kernel"]
     search_fields = ["run__external_id", "provider", "worker_host", "reason"]
     list_select_related = ["kernel"]
     actions = ["cancel_jobs"]

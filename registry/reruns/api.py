@@ -8,7 +8,7 @@ from rest_framework import permissions, serializers, viewsets
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from registry.filters import WholeNumberFilter
+from registry.filters import StrictBooleanFilter, WholeNumberFilter
 from registry.models import BenchmarkRun, RerunJob
 from registry.reruns.reproduce import run_spec_document
 from registry.serializers import JobEvidenceFields
@@ -36,6 +36,9 @@ class JobFilter(filters.FilterSet):
     # ModelChoiceFilter. Filtering `run__id`, not `run_id`, keeps Django's integer range check.
     run = WholeNumberFilter(field_name="run__id")
     result_run = WholeNumberFilter(field_name="result_run__id")
+    timed_out = StrictBooleanFilter(
+        help_text="true: only jobs killed at their time limit; false: only the others."
+    )
 
     class Meta:
         model = RerunJob

@@ -162,6 +162,10 @@ def summarize(raw: dict, *, gpu_slug: str) -> dict:
     }
 
 
+class CeilingsTimeout(RuntimeError):
+    pass
+
+
 def ceilings_run(*, device: str, timeout_s: float, **sizes) -> dict:
     """The raw measurement, in a child process with a time limit. Raises RuntimeError with the
     child's output when it fails or runs out of time."""
@@ -172,7 +176,7 @@ def ceilings_run(*, device: str, timeout_s: float, **sizes) -> dict:
     try:
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        raise RuntimeError(f"The ceilings measurement ran past {timeout_s:.0f} s.") from None
+        raise CeilingsTimeout(f"The ceilings measurement ran past {timeout_s:.0f} s.") from None
     if done.returncode != 0:
         raise RuntimeError(
             f"The ceilings measurement failed (exit {done.returncode}):\n{done.stderr[-4000:]}"
@@ -190,7 +194,14 @@ def ceilings_result(spec: dict, *, timeout_s: float) -> dict:
     try:
         raw = ceilings_run(device=spec["device"], timeout_s=timeout_s)
     except RuntimeError as exc:
-        return {"status": "failed", "median": None, "error": str(exc), "log": str(exc)}
+        timed_out = isinstance(exc, CeilingsTimeout)
+        return {
+            "status": "failed",
+            "median": None,
+            "error": str(exc),
+            "log": str(exc),
+            "timed_out": timed_out,
+        }
     document = summarize(raw, gpu_slug=gpu_slug(raw["environment"]["gpu_name"]))
     bandwidth = document["memory_bandwidth"]
     median, p20, p80 = quantiles(bandwidth["samples"])

@@ -30,7 +30,6 @@ from registry.reruns import controlled
 from registry.reruns.harness import KERNELS, local_gpus, protocol_for
 from registry.reruns.harness.cache import harness_ready
 from registry.reruns.harness.kernels import missed_upstream_warmup, upstream_warmup_for
-from registry.reruns.harness.session import TIMED_OUT
 from registry.reruns.harness.spec import Refused, plan_for
 from registry.reruns.services import JobRefused, job_cancel, measure_request, rerun_request
 from registry.reruns.services.worker import job_spec
@@ -548,7 +547,7 @@ def _collect(
                 figures.waiting += 1
             elif reruns:
                 to_rerun.append(job.result_run)
-        elif TIMED_OUT in job.error:
+        elif job.timed_out:
             figures.failed.append(f"{target}: {job.error[:300]}")
             _timeout_note(Timeout.from_job(job, ran_s=_ran_s(job)), in_flight, pending, figures)
         elif attempts[target] < MAX_ATTEMPTS:
@@ -594,7 +593,7 @@ def _rerun_finished(job: RerunJob, to_rerun, attempts, figures: Progress) -> Non
         figures.reruns += 1
     elif job.state == JobState.FAILED:
         attempts[("rerun", job.run_id)] += 1
-        if attempts[("rerun", job.run_id)] < MAX_ATTEMPTS and TIMED_OUT not in job.error:
+        if attempts[("rerun", job.run_id)] < MAX_ATTEMPTS and not job.timed_out:
             to_rerun.append(job.run)
         else:
             figures.failed.append(f"rerun of run {job.run_id}: {job.error[:300]}")

@@ -41,7 +41,7 @@ class TestFailuresBecomeFailedResults:
         result = run_job_spec(spec, timeout_s=3)
 
         assert result["status"] == "failed"
-        assert "timed out" in result["error"]
+        assert "timed out" in result["error"] and result["timed_out"] is True
         assert result["median"] is None
 
     def test_a_crash_is_failed_with_the_log_and_the_next_job_runs(
@@ -51,7 +51,7 @@ class TestFailuresBecomeFailedResults:
         monkeypatch.setenv("KERNELINDEX_HARNESS_DIR", str(harness_root.parent))
         after = run_job_spec(geglu_spec(), timeout_s=120)
 
-        assert crashed["status"] == "failed"
+        assert crashed["status"] == "failed" and crashed["timed_out"] is False
         assert "SIGSEGV" in crashed["error"]
         assert "about to crash" in crashed["log"]
         assert after["status"] == "ok", after["error"]

@@ -50,6 +50,21 @@ class TestCeilingsJob:
         assert ceiling.bf16_tflops > 0
         assert len(ceiling.document["bf16_dense"]["samples"]) == ceiling.document["sizes"]["samples"] >= 5
 
+    def test_a_ceilings_job_past_its_time_limit_is_failed_and_marked_timed_out(
+        self, eager_celery, django_capture_on_commit_callbacks, settings, monkeypatch
+    ):
+        # The measurement's child cannot import torch in a hundredth of a second.
+        monkeypatch.setattr(settings, "JOB_HARNESS_TIMEOUT", 0.01)
+        with django_capture_on_commit_callbacks(execute=False):
+            job = ceilings_request(gpu_slug="cpu", reason="CI")
+
+        job_execute.apply(args=[job.pk], kwargs=job_message(job)).get()
+
+        job.refresh_from_db()
+        assert (job.state, job.timed_out) == (JobState.FAILED, True), job.error
+        assert "ran past 0 s" in job.error
+        assert not MeasuredCeiling.objects.exists()
+
     def test_a_second_active_ceilings_job_for_one_gpu_is_refused(self, django_capture_on_commit_callbacks):
         with django_capture_on_commit_callbacks(execute=False):
             ceilings_request(gpu_slug="nvidia-h200")

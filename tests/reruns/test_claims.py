@@ -1,9 +1,11 @@
 """Claiming a job: one attempt at a time, the right GPU model only, stale attempts taken over."""
 
+import importlib
 import threading
 from datetime import timedelta
 
 import pytest
+from django.apps import apps as django_apps
 from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
@@ -17,6 +19,7 @@ from registry.reruns.services import (
     job_heartbeat,
     job_result_sent,
     jobs_reconcile,
+    rerun_record_result,
     rerun_request,
 )
 from registry.reruns.sweep_timeouts import Timeout
@@ -180,3 +183,44 @@ class TestConcurrentRequests:
         assert sorted(type(o).__name__ for o in outcomes) == ["int", "str"]
         assert "already has an active rerun" in next(o for o in outcomes if isinstance(o, str))
         assert RerunJob.objects.active().filter(run=h200_run).count() == 1
+
+
+class TestTimedOut:
+    """A job killed at its time limit is marked so (the sweep, the admin and the API filter on the
+    mark, not on its error's words), by the recorder from the harness's result and, for the jobs
+    of before the mark, by the migration that added it."""
+
+    def test_the_recorder_marks_a_job_the_harness_killed_at_its_limit(self, h200_run, client):
+        killed = rerun_request(run=h200_run)
+        claim = job_claim(job_id=killed.pk, gpu_slug="nvidia-h200", worker_host="a")
+        rerun_record_result(
+            job_id=killed.pk,
+            lease=claim.lease,
+            result={"status": "failed", "error": TIMED_OUT, "timed_out": True},
+        )
+        crashed = rerun_request(run=h200_run)
+        claim = job_claim(job_id=crashed.pk, gpu_slug="nvidia-h200", worker_host="a")
+        rerun_record_result(
+            job_id=crashed.pk,
+            lease=claim.lease,
+            result={"status": "failed", "error": "SIGSEGV", "timed_out": False},
+        )
+
+        marks = dict(RerunJob.objects.values_list("pk", "timed_out"))
+        assert marks == {killed.pk: True, crashed.pk: False}
+        listed = client.get("/api/v1/jobs/", {"timed_out": "true"}).json()["results"]
+        assert [job["id"] for job in listed] == [killed.pk]
+        assert client.get("/api/v1/jobs/", {"timed_out": "sometimes"}).status_code == 400
+
+    def test_the_migration_marks_the_jobs_whose_error_said_so(self, h200_run):
+        said = rerun_request(run=h200_run)
+        RerunJob.objects.filter(pk=said.pk).update(
+            state=JobState.FAILED, error=f"Harness failed: {TIMED_OUT}"
+        )
+        other = rerun_request(run=h200_run)
+        RerunJob.objects.filter(pk=other.pk).update(state=JobState.FAILED, error="Harness failed: SIGSEGV")
+        migration = importlib.import_module("registry.migrations.0012_rerunjob_timed_out")
+
+        migration.timed_out_mark(django_apps, None)
+
+        assert dict(RerunJob.objects.values_list("pk", "timed_out")) == {said.pk: True, other.pk: False}

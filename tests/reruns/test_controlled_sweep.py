@@ -164,7 +164,8 @@ def test_a_job_past_the_sweeps_time_limit_is_killed_reported_and_not_tried_again
     )
 
     (measure,) = RerunJob.objects.filter(kind=JobKind.MEASURE)  # not sent a second time
-    assert measure.state == JobState.FAILED and "timed out" in measure.error, (measure.state, measure.error)
+    assert measure.state == JobState.FAILED and measure.timed_out, (measure.state, measure.error)
+    assert "timed out" in measure.error
     assert (figures["measured"], figures["left"], len(figures["failed"])) == (0, 0, 1), figures
     assert "timed out" in figures["failed"][0]
     assert figures["elapsed_s"] < DEADLINE_S / 2  # it ended on its own, long before the deadline

@@ -152,6 +152,7 @@ def test_a_job_past_the_limit_drops_what_it_covers_from_the_rest_of_the_sweep(mt
         started_at=now - timedelta(seconds=360.4),
         finished_at=now,
         error=f"Harness failed: {TIMED_OUT}",
+        timed_out=True,
     )
     RerunJob.objects.filter(pk=job_of[forward]).update(state=JobState.RUNNING, started_at=now)
     pending = deque([target("liger", 1024, "full", "memory"), target("liger", 512, "forward")])

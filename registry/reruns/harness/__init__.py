@@ -70,6 +70,7 @@ def run_job_spec(spec: dict, *, timeout_s: float) -> dict:
         answer["status"],
         error=answer.get("error", ""),
         log=answer.get("log", ""),
+        timed_out=answer.get("timed_out") is True,
         protocol=protocol_for(device=plan["device"], metric=plan["metric"]),
         **{k: answer[k] for k in RESULT_FIELDS if k in answer},
         sampling=answer.get("measured", {}),
@@ -184,6 +185,7 @@ def _result(status, *, error="", log="", **fields) -> dict:
         "protocol": {},
         "log": log,
         "error": error,
+        "timed_out": False,  # ran past its time limit and was killed (registry.models.RerunJob)
     }
     result.update(fields)
     if status != "ok":

@@ -51,7 +51,11 @@ class HarnessSession:
             answer.setdefault("measured", {})["process_start_s"] = process_start_s
         except HarnessFailure as failure:
             self.close()
-            answer = {"status": "failed", "error": str(failure)}
+            answer = {
+                "status": "failed",
+                "error": str(failure),
+                "timed_out": isinstance(failure, HarnessTimeout),
+            }
         answer["log"] = self._log_since(offset)
         if answer["status"] != "ok":
             self.close()
@@ -97,7 +101,7 @@ class HarnessSession:
         while b"\n" not in self._buffer:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise HarnessFailure(TIMED_OUT)
+                raise HarnessTimeout(TIMED_OUT)
             ready, _, _ = select.select([self._answers], [], [], remaining)
             if not ready:
                 continue
@@ -146,6 +150,10 @@ class HarnessSession:
 
 class HarnessFailure(Exception):
     pass
+
+
+class HarnessTimeout(HarnessFailure):
+    """The job ran past its time limit: its process is killed, and its result says `timed_out`."""
 
 
 def memory_limit_bytes(device: str) -> int:

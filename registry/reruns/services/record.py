@@ -48,6 +48,7 @@ def rerun_record_result(*, job_id: int, lease: str, result: dict) -> RerunJob | 
     problem = _result_problem(job, result)
     if problem:
         job.state, job.error = JobState.FAILED, problem
+        job.timed_out = result.get("timed_out") is True
     else:
         _result_store(job, result)
         if job.kind == JobKind.RERUN:
