@@ -194,13 +194,12 @@ def ceilings_result(spec: dict, *, timeout_s: float) -> dict:
     try:
         raw = ceilings_run(device=spec["device"], timeout_s=timeout_s)
     except RuntimeError as exc:
-        timed_out = isinstance(exc, CeilingsTimeout)
         return {
             "status": "failed",
             "median": None,
             "error": str(exc),
             "log": str(exc),
-            "timed_out": timed_out,
+            "timed_out": isinstance(exc, CeilingsTimeout),
         }
     document = summarize(raw, gpu_slug=gpu_slug(raw["environment"]["gpu_name"]))
     bandwidth = document["memory_bandwidth"]

@@ -521,9 +521,10 @@ def _collect(
     keep_for_another=frozenset(),
     stuck_after_s: float = JOB_TIMEOUT_S + STUCK_GRACE_S,
 ) -> None:
-    jobs = RerunJob.objects.filter(pk__in=list(in_flight))
-    stuck = jobs.exclude(state__in=FINISHED).filter(
-        started_at__lt=timezone.now() - timedelta(seconds=stuck_after_s)
+    stuck = (
+        RerunJob.objects.filter(pk__in=list(in_flight))
+        .exclude(state__in=FINISHED)
+        .filter(started_at__lt=timezone.now() - timedelta(seconds=stuck_after_s))
     )
     for job in stuck.select_related("kernel", "workload"):
         target = in_flight.pop(job.pk)
@@ -533,10 +534,9 @@ def _collect(
         if target is not None:
             timeout = Timeout.from_job(job, ran_s=(timezone.now() - job.started_at).total_seconds())
             _timeout_note(timeout, in_flight, pending, figures)
-    finished = jobs.filter(state__in=FINISHED).select_related("run", "result_run", "kernel", "workload")
-    for job in finished:
-        if job.pk not in in_flight:  # cancelled above, covered by a timeout
-            continue
+    # Those still in flight: a timeout above may have cancelled some.
+    finished = RerunJob.objects.filter(pk__in=list(in_flight), state__in=FINISHED)
+    for job in finished.select_related("run", "result_run", "kernel", "workload"):
         target = in_flight.pop(job.pk)
         figures.unexported.add(job.kernel.slug)
         if job.kind == JobKind.RERUN:
@@ -562,19 +562,19 @@ def _timeout_note(timeout: Timeout, in_flight, pending, figures: Progress) -> No
     still to send are dropped, and their jobs sent but not yet claimed are cancelled. A job a
     worker has started is left to finish or reach the limit."""
     figures.timeouts.append(timeout)
-    queued = RerunJob.objects.filter(
-        pk__in=[pk for pk, target in in_flight.items() if target is not None], state=JobState.QUEUED
+    measures = [pk for pk, target in in_flight.items() if target is not None]
+    queued = list(RerunJob.objects.filter(pk__in=measures, state=JobState.QUEUED).only("pk"))
+    covered = timed_out_targets(
+        [*pending, *(in_flight[job.pk] for job in queued)], [timeout], job_timeout_s=0
     )
-    queued_ids = list(queued.values_list("pk", flat=True))
-    covered = timed_out_targets([*pending, *(in_flight[pk] for pk in queued_ids)], [timeout], job_timeout_s=0)
     if not covered:
         return
     kept = [target for target in pending if target not in covered]
     figures.skipped += len(pending) - len(kept)
     pending.clear()
     pending.extend(kept)
-    for job in queued.filter(pk__in=[pk for pk in queued_ids if in_flight[pk] in covered]):
-        if job_cancel(job=job):
+    for job in queued:
+        if in_flight[job.pk] in covered and job_cancel(job=job):
             in_flight.pop(job.pk)
             figures.skipped += 1
 

@@ -42,6 +42,7 @@ RESULT_FIELDS = (
     "upstream",
     "gpu_uuid",
     "gpu_state",
+    "timed_out",  # a failed job: it ran past its time limit (session.HarnessTimeout)
 )
 # v2: peaks read from a reset allocator (timing.memory_state_reset). The peaks of the first
 # family, "kernelindex/liger-peak-memory", counted the cuBLAS workspaces of whatever job had run
@@ -70,7 +71,6 @@ def run_job_spec(spec: dict, *, timeout_s: float) -> dict:
         answer["status"],
         error=answer.get("error", ""),
         log=answer.get("log", ""),
-        timed_out=answer.get("timed_out") is True,
         protocol=protocol_for(device=plan["device"], metric=plan["metric"]),
         **{k: answer[k] for k in RESULT_FIELDS if k in answer},
         sampling=answer.get("measured", {}),
