@@ -5,7 +5,7 @@ A file is JSON, gzip-compressed as shipped (`<gpu>-<kernel>.json.gz`; a plain `.
 {"format": FORMAT, "runs": [{kernel, workload, implementation, protocol, environment, run, jobs}]}.
 Every sample of every job travels, so the shipped sweep is tens of megabytes of JSON and an
 eighth of that compressed. Loading is all or nothing and safe to repeat (a run whose digest is
-already there is left as it is). A run is loaded at `measured` only with the measure job that
+already there keeps its measurements; only the jobs it lacks, reruns judged since, are added). A run is loaded at `measured` only with the measure job that
 made it, and at `reproduced` only with a rerun job whose verdict agrees: the file carries the
 evidence, not just the level.
 """
@@ -17,7 +17,7 @@ import zlib
 from datetime import datetime
 from pathlib import Path
 
-from django.db import transaction
+from django.db import models, transaction
 
 from registry.cache import generation_bump
 from registry.models import (
@@ -141,16 +141,24 @@ def controlled_runs_load(*, path: Path | str) -> ImportSummary:
         entries = controlled_document_read(file)["runs"]
         summary.rows += len(entries)
         digests = [entry["run"]["digest"] for entry in entries]
-        seen = set(BenchmarkRun.objects.filter(digest__in=digests).values_list("digest", flat=True))
-        new = []
+        there = BenchmarkRun.objects.select_related("kernel", "workload", "implementation").in_bulk(
+            digests, field_name="digest"
+        )
+        seen = set(there)
+        new, known = [], []
         for number, entry in enumerate(entries, start=1):
+            where = f"{file.name}, run {number}"
             if entry["run"]["digest"] in seen:
+                if entry["run"]["digest"] in there:
+                    known.append((entry, where))
                 continue
             seen.add(entry["run"]["digest"])
-            new.append((entry, f"{file.name}, run {number}"))
-        summary.unchanged += len(entries) - len(new)
+            new.append((entry, where))
         summary.created += len(new)
         _runs_load(new, source, specs=specs, ceilings=ceilings)
+        extended = _jobs_add(known, there)
+        summary.extended += extended
+        summary.unchanged += len(entries) - len(new) - extended
     generation_bump()
     return summary
 
@@ -193,14 +201,58 @@ def _runs_load(entries: list[tuple[dict, str]], source: Source, *, specs: dict, 
     runs = measured_runs_create(built)
     jobs = []
     for (entry, _), run, provider in zip(entries, runs, providers, strict=True):
-        for job in entry["jobs"]:
-            job = dict(job)
-            role = job.pop("role")
-            dates = {k: datetime.fromisoformat(v) if v else None for k, v in job.pop("dates").items()}
-            link = {"result_run": run} if role == "measured" else {"run": run}
-            job["provider"] = job.get("provider") or provider
-            jobs.append(RerunJob(kernel=run.kernel, workload=run.workload, **link, **job, **dates))
+        jobs += _jobs_build(entry["jobs"], run, provider)
     RerunJob.objects.bulk_create(jobs, batch_size=500)
+
+
+def _jobs_add(entries: list[tuple[dict, str]], runs: dict[str, BenchmarkRun]) -> int:
+    """Runs already in the registry: their measurements stay as they are, but a later export may
+    carry jobs they lack (reruns judged since). Those are added, a job being known by its run,
+    kind and creation time, and a run the added evidence makes `reproduced` is raised to it (a
+    level is never lowered here: the registry may hold reruns the file does not). Returns how many
+    runs were given jobs; in three queries whatever the count."""
+    if not entries:
+        return 0
+    ids = [runs[entry["run"]["digest"]].pk for entry, _ in entries]
+    have = set()
+    for run_id, result_run_id, kind, created_at in RerunJob.objects.filter(
+        models.Q(run_id__in=ids) | models.Q(result_run_id__in=ids)
+    ).values_list("run_id", "result_run_id", "kind", "created_at"):
+        have.add((run_id or result_run_id, kind, created_at))
+    jobs, raised = [], []
+    for entry, where in entries:
+        run = runs[entry["run"]["digest"]]
+        level = _evidence_check(dict(entry["run"]), entry["jobs"], where)
+        lacking = [
+            job
+            for job in entry["jobs"]
+            if (run.pk, job["kind"], _date(job["dates"].get("created_at"))) not in have
+        ]
+        jobs += _jobs_build(lacking, run, run.implementation.provider)
+        if lacking and level == EvidenceLevel.REPRODUCED and run.evidence_level != level:
+            run.evidence_level = level
+            raised.append(run)
+    RerunJob.objects.bulk_create(jobs, batch_size=500)
+    BenchmarkRun.objects.bulk_update(raised, ["evidence_level"], batch_size=500)
+    return len({job.run_id or job.result_run_id for job in jobs})
+
+
+def _date(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def _jobs_build(jobs: list[dict], run: BenchmarkRun, provider: str) -> list[RerunJob]:
+    """Job rows for `run` from their exported form (a `role` saying which side of the run each is
+    on, and its `dates`)."""
+    built = []
+    for job in jobs:
+        job = dict(job)
+        role = job.pop("role")
+        dates = {key: _date(value) for key, value in job.pop("dates").items()}
+        link = {"result_run": run} if role == "measured" else {"run": run}
+        job["provider"] = job.get("provider") or provider
+        built.append(RerunJob(kernel=run.kernel, workload=run.workload, **link, **job, **dates))
+    return built
 
 
 def _implementation_fields(fields: dict) -> dict:

@@ -43,6 +43,7 @@ class ImportSummary:
     superseded: int = 0
     withdrawn: int = 0
     restored: int = 0
+    extended: int = 0  # runs already there given jobs they lacked (controlled runs' later reruns)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -52,6 +53,7 @@ class ImportSummary:
             f"{self.rows} rows: {self.created} created, {self.unchanged} unchanged, "
             f"{self.superseded} superseded, {self.withdrawn} withdrawn"
             + (f", {self.restored} listed again" if self.restored else "")
+            + (f", {self.extended} given new jobs" if self.extended else "")
         )
 
 

@@ -133,6 +133,54 @@ class TestShippedH200Runs:
         assert (again.created, again.unchanged) == (0, len(shipped_entries()))
         assert RerunJob.objects.count() == jobs
 
+    def test_a_later_export_adds_the_reruns_a_loaded_run_lacked_and_raises_its_level(self, tmp_path):
+        """A registry loaded from an earlier export gets the reruns judged since when it loads the
+        later one (`load_bundled_data` after a pull), not only the runs that are new."""
+        document = controlled_document_read(H200_FILE)
+        entry = next(
+            e
+            for e in document["runs"]
+            if e["run"]["evidence_level"] == "reproduced"
+            and any(j["role"] == "rerun" and j.get("verdict") == "agrees" for j in e["jobs"])
+        )
+        earlier = json.loads(json.dumps(entry))
+        earlier["run"]["evidence_level"] = "measured"
+        earlier["jobs"] = [job for job in earlier["jobs"] if job["role"] == "measured"]
+        for name, runs in (("earlier.json", [earlier]), ("later.json", [entry])):
+            (tmp_path / name).write_text(json.dumps({**document, "runs": runs}))
+        controlled_runs_load(path=tmp_path / "earlier.json")
+        run = BenchmarkRun.objects.get(digest=entry["run"]["digest"])
+        assert (run.evidence_level, RerunJob.objects.filter(run=run).count()) == ("measured", 0)
+
+        later = controlled_runs_load(path=tmp_path / "later.json")
+
+        run.refresh_from_db()
+        assert (later.created, later.extended, later.unchanged) == (0, 1, 0)
+        assert run.evidence_level == "reproduced"
+        assert run.median == entry["run"]["median"]
+        assert RerunJob.objects.filter(run=run).count() == sum(j["role"] == "rerun" for j in entry["jobs"])
+        assert RerunJob.objects.filter(result_run=run).count() == 1
+        again = controlled_runs_load(path=tmp_path / "later.json")
+        assert (again.extended, again.unchanged) == (0, 1)
+        assert RerunJob.objects.filter(run=run).count() == sum(j["role"] == "rerun" for j in entry["jobs"])
+
+    def test_an_older_export_never_lowers_a_loaded_runs_level(self, tmp_path):
+        document = controlled_document_read(H200_FILE)
+        entry = next(e for e in document["runs"] if e["run"]["evidence_level"] == "reproduced")
+        (tmp_path / "later.json").write_text(json.dumps({**document, "runs": [entry]}))
+        earlier = json.loads(json.dumps(entry))
+        earlier["run"]["evidence_level"] = "measured"
+        earlier["jobs"] = [job for job in earlier["jobs"] if job["role"] == "measured"]
+        (tmp_path / "earlier.json").write_text(json.dumps({**document, "runs": [earlier]}))
+        controlled_runs_load(path=tmp_path / "later.json")
+        jobs = RerunJob.objects.count()
+
+        summary = controlled_runs_load(path=tmp_path / "earlier.json")
+
+        assert (summary.extended, summary.unchanged) == (0, 1)
+        assert BenchmarkRun.objects.get(digest=entry["run"]["digest"]).evidence_level == "reproduced"
+        assert RerunJob.objects.count() == jobs
+
     def test_their_workloads_are_the_bundled_liger_workloads(self):
         shipped = {entry["workload"]["digest"] for entry in shipped_entries()}
         bundled = {row.workload["digest"] for row in liger.parse_file(BUNDLED_LIGER_CSV.read_bytes())}
