@@ -194,6 +194,27 @@ def test_the_status_command_reads_the_registry_and_refuses_what_it_cannot_answer
         call_command("controlled_sweep", "--status", "--gpu", "nvidia-h200", "--kernel", "no_such_kernel")
 
 
+def test_a_skipped_kernel_leaves_the_sweep_and_its_status(fused_moe_source, shipped_fused_moe):
+    """`--skip-kernel fused_moe`: a short sweep need not pay fused_moe's cold compile (the twelfth
+    session's second host measured the other kernels' 568 targets that way)."""
+
+    def status_of(*flags):
+        out = StringIO()
+        call_command("controlled_sweep", "--status", "--gpu", "nvidia-h200", *flags, stdout=out)
+        return json.loads(out.getvalue())
+
+    whole = status_of()
+    skipped = status_of("--skip-kernel", "fused_moe")
+
+    assert whole["kernels"]["fused_moe"]["targets"] > 0
+    assert "fused_moe" not in skipped["kernels"]
+    assert skipped["targets"] == whole["targets"] - whole["kernels"]["fused_moe"]["targets"]
+    with pytest.raises(CommandError, match="--skip-kernel: no mapped kernel no_such_kernel"):
+        status_of("--skip-kernel", "no_such_kernel")
+    with pytest.raises(CommandError, match="leaves no kernel to sweep"):
+        status_of("--kernel", "fused_moe", "--skip-kernel", "fused_moe")
+
+
 def test_the_status_of_an_empty_registry_says_what_to_load(db):
     with pytest.raises(CommandError, match="load_bundled_data"):
         call_command("controlled_sweep", "--status", "--gpu", "nvidia-h200")

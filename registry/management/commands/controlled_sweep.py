@@ -34,6 +34,13 @@ class Command(BaseCommand):
             f"(default {sweep.JOB_TIMEOUT_S}: fused_moe's compiles on a cold cache took up to 235 s).",
         )
         parser.add_argument("--kernel", action="append", default=[], help="Only this kernel; repeatable.")
+        parser.add_argument(
+            "--skip-kernel",
+            action="append",
+            default=[],
+            help="Leave this kernel out; repeatable (one whose cold compile a short sweep should not "
+            "pay, say: fused_moe's autotune warm-up costs a fresh host about 220 s).",
+        )
         parser.add_argument("--limit", type=int, default=None, help="Only the first N targets.")
         parser.add_argument("--gpu", default="", help="GPU model slug (default: this host's).")
         parser.add_argument(
@@ -66,6 +73,7 @@ class Command(BaseCommand):
             raise CommandError(f"{exc}; no job was sent.") from None
 
     def _handle(self, options):
+        options["kernel"] = self._kernels(options["kernel"], options["skip_kernel"])
         if options["status"]:
             self._status(options)
             return
@@ -106,10 +114,22 @@ class Command(BaseCommand):
         if not BenchmarkRun.objects.exists():
             raise CommandError("The registry is empty: run `python manage.py load_bundled_data` first.")
         kernels = options["kernel"] or None
-        unknown = sorted(set(kernels or ()) - set(KERNELS))
-        if unknown:
-            raise CommandError(f"--kernel: no mapped kernel {', '.join(unknown)}.")
         figures = sweep.progress(
             gpu_slug=gpu, kernels=kernels, out=options["out"], job_timeout_s=options["job_timeout"]
         )
         self.stdout.write(json.dumps(figures, indent=1))
+
+    @staticmethod
+    def _kernels(named: list[str], skipped: list[str]) -> list[str]:
+        """The kernels to sweep: those named (all mapped ones when none is), less those skipped;
+        an empty list means all."""
+        for flag, names in (("--kernel", named), ("--skip-kernel", skipped)):
+            unknown = sorted(set(names) - set(KERNELS))
+            if unknown:
+                raise CommandError(f"{flag}: no mapped kernel {', '.join(unknown)}.")
+        if not skipped:
+            return named
+        kept = [kernel for kernel in named or KERNELS if kernel not in skipped]
+        if not kept:
+            raise CommandError("--skip-kernel leaves no kernel to sweep.")
+        return kept
