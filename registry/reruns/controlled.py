@@ -5,9 +5,9 @@ A file is JSON, gzip-compressed as shipped (`<gpu>-<kernel>.json.gz`; a plain `.
 {"format": FORMAT, "runs": [{kernel, workload, implementation, protocol, environment, run, jobs}]}.
 Every sample of every job travels, so the shipped sweep is tens of megabytes of JSON and an
 eighth of that compressed. Loading is all or nothing and safe to repeat (a run whose digest is
-already there keeps its measurements; only the jobs it lacks, reruns judged since, are added). A run is loaded at `measured` only with the measure job that
-made it, and at `reproduced` only with a rerun job whose verdict agrees: the file carries the
-evidence, not just the level.
+already there keeps its measurements; only the jobs it lacks, reruns judged since, are added). A
+run is loaded at `measured` only with the measure job that made it, and at `reproduced` only with
+a rerun job whose verdict agrees: the file carries the evidence, not just the level.
 """
 
 import gzip
