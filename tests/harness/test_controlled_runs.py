@@ -51,6 +51,16 @@ def shipped_jobs(**match) -> int:
     )
 
 
+def _write_before_and_after_its_reruns(folder, document: dict, entry: dict) -> None:
+    """`later.json` holds `entry` as shipped; `earlier.json` the same run as exported before any
+    rerun: `measured`, with its measure job alone."""
+    earlier = json.loads(json.dumps(entry))
+    earlier["run"]["evidence_level"] = "measured"
+    earlier["jobs"] = [job for job in earlier["jobs"] if job["role"] == "measured"]
+    for name, runs in (("earlier.json", [earlier]), ("later.json", [entry])):
+        (folder / name).write_text(json.dumps({**document, "runs": runs}))
+
+
 @pytest.mark.django_db
 class TestShippedH200Runs:
     def test_they_load_as_measured_and_reproduced_runs_with_their_jobs(self):
@@ -143,11 +153,7 @@ class TestShippedH200Runs:
             if e["run"]["evidence_level"] == "reproduced"
             and any(j["role"] == "rerun" and j.get("verdict") == "agrees" for j in e["jobs"])
         )
-        earlier = json.loads(json.dumps(entry))
-        earlier["run"]["evidence_level"] = "measured"
-        earlier["jobs"] = [job for job in earlier["jobs"] if job["role"] == "measured"]
-        for name, runs in (("earlier.json", [earlier]), ("later.json", [entry])):
-            (tmp_path / name).write_text(json.dumps({**document, "runs": runs}))
+        _write_before_and_after_its_reruns(tmp_path, document, entry)
         controlled_runs_load(path=tmp_path / "earlier.json")
         run = BenchmarkRun.objects.get(digest=entry["run"]["digest"])
         assert (run.evidence_level, RerunJob.objects.filter(run=run).count()) == ("measured", 0)
@@ -167,11 +173,7 @@ class TestShippedH200Runs:
     def test_an_older_export_never_lowers_a_loaded_runs_level(self, tmp_path):
         document = controlled_document_read(H200_FILE)
         entry = next(e for e in document["runs"] if e["run"]["evidence_level"] == "reproduced")
-        (tmp_path / "later.json").write_text(json.dumps({**document, "runs": [entry]}))
-        earlier = json.loads(json.dumps(entry))
-        earlier["run"]["evidence_level"] = "measured"
-        earlier["jobs"] = [job for job in earlier["jobs"] if job["role"] == "measured"]
-        (tmp_path / "earlier.json").write_text(json.dumps({**document, "runs": [earlier]}))
+        _write_before_and_after_its_reruns(tmp_path, document, entry)
         controlled_runs_load(path=tmp_path / "later.json")
         jobs = RerunJob.objects.count()
 
