@@ -5,6 +5,8 @@ another card, and export what finished as data that `load_bundled_data` loads.
 A rerun on the card that measured cannot make a run `reproduced` (models.raises_level), so a host
 with one card leaves the runs it measured for the next host with another card, and spends its
 time on new measurements and on the reruns other cards left (`same_card=True` reruns here anyway).
+Last, when nothing else is left, it reruns the runs whose every rerun on another card came out
+`inconclusive`, since another rerun may settle them (at most SETTLE_MAX such verdicts a run).
 
 `python manage.py controlled_sweep --out DIR` (docs/reruns.md). Resumable: the runs already in
 this database or in DIR (loaded first) are not measured again, so a sweep cut short by its
@@ -60,6 +62,9 @@ JOB_TIMEOUT_S = 360
 STUCK_GRACE_S = 120
 LOG_TAIL = 3000  # characters of a worker's log that the sweep shows when the worker exits
 VISIBILITY_MARGIN_S = 240  # the task's hard limit is JOB_HARNESS_TIMEOUT + 180 s (tasks.py)
+# A run whose reruns on other cards were all `inconclusive` is rerun once more by a later sweep,
+# until it has this many such verdicts; then it stays inconclusive, and its page says so.
+SETTLE_MAX = 3
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,32 @@ class Target:
     provider: str
     operation_mode: str
     metric: str
+
+
+@dataclass
+class RerunRecord:
+    """What a sweep plans its reruns from, read once for a list of runs (three queries): the card
+    each run was measured on (runs whose card is unknown left out), the runs with a rerun under
+    way, and each run's judged reruns as (card, verdict), those on an unknown card left out."""
+
+    measured_on: dict[int, str]
+    busy: set[int]
+    judged: dict[int, list[tuple[str, str]]]
+
+    @classmethod
+    def read(cls, runs: list[BenchmarkRun]) -> "RerunRecord":
+        measured_on = _measured_on(runs)
+        reruns = RerunJob.objects.filter(kind=JobKind.RERUN, run__in=list(measured_on))
+        judged = defaultdict(list)
+        for run_id, card, verdict in (
+            reruns.exclude(verdict="").exclude(gpu_uuid="").values_list("run_id", "gpu_uuid", "verdict")
+        ):
+            judged[run_id].append((card, verdict))
+        return cls(measured_on, set(reruns.active().values_list("run_id", flat=True)), judged)
+
+    def elsewhere(self, run_id: int) -> list[str]:
+        """The verdicts of a run's reruns on cards other than the one that measured it."""
+        return [verdict for card, verdict in self.judged[run_id] if card != self.measured_on[run_id]]
 
 
 @dataclass
@@ -193,7 +224,9 @@ def progress(
     }
     measured = list(by_target.values())
     never_rerun = _never_rerun(measured)
-    own_card_only = _same_card_runs(measured, elsewhere_than=set())
+    record = RerunRecord.read(measured)
+    own_card_only = _same_card_runs(measured, record, elsewhere_than=set())
+    unsettled = _unsettled(measured, record, elsewhere_than=set())
     legacy = _legacy_runs(gpu_slug, kernels)
     per_kernel = {}
     for target in todo:
@@ -203,7 +236,7 @@ def progress(
     unmeasured = [target for target in todo if target not in by_target]
     skipped = timed_out_targets(unmeasured, timeouts_read(out, gpu_slug), job_timeout_s=job_timeout_s)
     to_measure = len(unmeasured) - len(skipped)
-    owed = len(never_rerun) + len(own_card_only) + len(legacy)
+    owed = len(never_rerun) + len(own_card_only) + len(legacy) + len(unsettled)
     return {
         "gpu": gpu_slug,
         "targets": len(todo),
@@ -214,6 +247,7 @@ def progress(
             "never_rerun": len(never_rerun),
             "rerun_only_on_the_measuring_card": len(own_card_only),
             "older_protocol_without_verdict": len(legacy),
+            "inconclusive_on_another_card": len(unsettled),
         },
         "jobs_left": 2 * to_measure + owed,
         "kernels": per_kernel,
@@ -330,16 +364,20 @@ def sweep(
     measured = [run for t, run in done.items() if t in wanted]
     unrerun = _never_rerun(measured) if reruns else []
     to_rerun = deque(_rerun_here(unrerun, keep_for_another, figures))
-    cross_card = []
+    cross_card, to_settle = [], deque()
+    # A host whose cards are not known (no UUID read) cannot tell another card from the same.
     if reruns and resume:
         to_rerun.extend(_legacy_runs(gpu_slug, kernels))
-        # A host whose cards are not known (no UUID read) cannot tell another card from the same.
-        cross_card = _same_card_runs(measured, elsewhere_than=host_cards) if host_cards else []
-        to_rerun.extend(cross_card)
+        if host_cards:
+            record = RerunRecord.read(measured)
+            cross_card = _same_card_runs(measured, record, elsewhere_than=host_cards)
+            to_rerun.extend(cross_card)
+            to_settle.extend(_unsettled(measured, record, elsewhere_than=host_cards))
     log(
         f"{len(todo)} targets: {len(done)} measured already, {len(pending)} to measure, {len(to_rerun)} to rerun "
         f"({len(cross_card)} of them rerun so far only on the card that measured them; {figures.waiting} "
-        f"measured on this host's only card wait for another); {len(skipped)} not tried: a job of theirs "
+        f"measured on this host's only card wait for another); {len(to_settle)} to rerun once more when nothing "
+        f"else is left (every rerun on another card inconclusive); {len(skipped)} not tried: a job of theirs "
         f"ran past {job_timeout_s:.0f} s before (timeouts-{gpu_slug}.tsv)"
     )
     fleet = Fleet(gpu_slug=gpu_slug, gpus=gpus, log_dir=out / "logs", job_timeout_s=job_timeout_s)
@@ -349,7 +387,7 @@ def sweep(
     window = 2 * gpus + 1  # messages ahead of the workers: enough to keep every card busy
     checkpointed = time.monotonic()
     try:
-        while time.monotonic() < stop_at and (pending or to_rerun or in_flight):
+        while time.monotonic() < stop_at and (pending or to_rerun or to_settle or in_flight):
             gone = fleet.exited()
             if gone:  # a worker that cannot start (its settings refused, say) never will
                 log(gone)
@@ -359,11 +397,13 @@ def sweep(
             if export and figures.unexported and time.monotonic() - checkpointed >= checkpoint_s:
                 _checkpoint(out, gpu_slug, figures, log)
                 checkpointed = time.monotonic()
-            while len(in_flight) < window and (to_rerun or pending):
+            while len(in_flight) < window and (to_rerun or pending or to_settle):
                 if to_rerun:  # a rerun first: its run is already measured
                     _send_rerun(to_rerun.popleft(), in_flight, log, gpus=gpus)
-                else:
+                elif pending:
                     _send_measure(pending.popleft(), gpu_slug, in_flight, attempts, log)
+                else:  # nothing owed is left: another rerun may settle an inconclusive run
+                    _send_rerun(to_settle.popleft(), in_flight, log, gpus=gpus)
             time.sleep(0.25)
         # Past the deadline: nothing new starts; what is running may finish within the grace.
         for job_id in list(in_flight):
@@ -390,7 +430,7 @@ def sweep(
         "measured": figures.measured,
         "reruns": figures.reruns,
         "failed": figures.failed,
-        "left": len(pending) + len(to_rerun),
+        "left": len(pending) + len(to_rerun) + len(to_settle),
         "waiting_for_another_card": figures.waiting,
         "skipped_after_timeout": len(skipped) + figures.skipped,
     }
@@ -454,21 +494,42 @@ def _measured_on(runs: list[BenchmarkRun]) -> dict[int, str]:
     )
 
 
-def _same_card_runs(runs: list[BenchmarkRun], *, elsewhere_than: set[str]) -> list[BenchmarkRun]:
+def _same_card_runs(
+    runs: list[BenchmarkRun], record: RerunRecord, *, elsewhere_than: set[str]
+) -> list[BenchmarkRun]:
     """Of `runs`, those whose every judged rerun ran on the card that measured them (a one-GPU
     host reruns there), measured on a card that is not one of `elsewhere_than` (this host's
     cards), with no rerun under way: rerun once more here, so that their verdict rests on two
-    physical GPUs. A card that is not known (a CPU, a job without a UUID) counts as neither; in
-    three queries."""
-    measured_on = _measured_on(runs)
-    reruns = RerunJob.objects.filter(kind=JobKind.RERUN, run__in=list(measured_on))
-    busy = set(reruns.active().values_list("run_id", flat=True))
-    judged = reruns.exclude(verdict="").exclude(gpu_uuid="").values_list("run_id", "gpu_uuid")
-    on_its_card, elsewhere = set(), set()
-    for run_id, card in judged:
-        (on_its_card if card == measured_on[run_id] else elsewhere).add(run_id)
-    wanted = on_its_card - elsewhere - busy
-    return [run for run in runs if run.pk in wanted and measured_on[run.pk] not in elsewhere_than]
+    physical GPUs. A card that is not known (a CPU, a job without a UUID) counts as neither."""
+    return [
+        run
+        for run in _rerunnable_here(runs, record, elsewhere_than)
+        if record.judged[run.pk] and not record.elsewhere(run.pk)
+    ]
+
+
+def _unsettled(runs: list[BenchmarkRun], record: RerunRecord, *, elsewhere_than: set[str]) -> list[BenchmarkRun]:
+    """Of `runs`, those whose every verdict on another card than the measuring one is
+    `inconclusive` (at least one, fewer than SETTLE_MAX), measured on a card that is not one of
+    `elsewhere_than` (this host's cards), with no rerun under way: another rerun here may settle
+    them (docs/reruns.md, "Verdicts")."""
+    return [
+        run
+        for run in _rerunnable_here(runs, record, elsewhere_than)
+        if 0 < len(seen := record.elsewhere(run.pk)) < SETTLE_MAX and set(seen) == {"inconclusive"}
+    ]
+
+
+def _rerunnable_here(runs, record: RerunRecord, elsewhere_than: set[str]) -> list[BenchmarkRun]:
+    """Of `runs`, those measured on a known card that is not one of this host's, with no rerun
+    under way."""
+    return [
+        run
+        for run in runs
+        if run.pk in record.measured_on
+        and record.measured_on[run.pk] not in elsewhere_than
+        and run.pk not in record.busy
+    ]
 
 
 def _never_rerun(runs: list[BenchmarkRun]) -> list[BenchmarkRun]:

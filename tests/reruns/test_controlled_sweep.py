@@ -113,11 +113,11 @@ def test_a_sweep_measures_reruns_judges_and_exports_then_resumes_where_it_stoppe
         assert reruns.last().verdict in {"agrees", "disagrees", "inconclusive"}, reruns.last().error
     # Once a rerun of each has run on card B, nothing is left to check on another card.
     RerunJob.objects.filter(run__in=first_two, gpu_uuid="").update(gpu_uuid="GPU-card-B")
-    assert sweep._same_card_runs(first_two, elsewhere_than={"GPU-card-C"}) == []
+    assert same_card_runs(first_two, {"GPU-card-C"}) == []
     # And a host holding card A itself cannot give them a second card.
     RerunJob.objects.filter(run=first_two[0], gpu_uuid="GPU-card-B").update(gpu_uuid="GPU-card-A")
-    assert sweep._same_card_runs(first_two, elsewhere_than={"GPU-card-A"}) == []
-    assert sweep._same_card_runs(first_two, elsewhere_than={"GPU-card-C"}) == [first_two[0]]
+    assert same_card_runs(first_two, {"GPU-card-A"}) == []
+    assert same_card_runs(first_two, {"GPU-card-C"}) == [first_two[0]]
 
     # A host whose only card is A: a rerun there could not make a run measured on A reproduced,
     # so such a run waits for another card, whether found at the start or measured by this sweep.
@@ -149,6 +149,49 @@ def test_a_sweep_measures_reruns_judges_and_exports_then_resumes_where_it_stoppe
     to_rerun, figures = [], sweep.Progress()
     sweep._collect({rerun.pk: None}, [], to_rerun, defaultdict(int), figures, True)
     assert (to_rerun, figures.reruns, figures.failed) == ([], 0, [])
+
+    # Each run measured on A, rerun on A, then on B: inconclusive there. Another rerun may settle
+    # them: a host with card C reruns them once more, when nothing else is left; a host holding
+    # A, the measuring card, cannot.
+    for run in first_two:
+        jobs = RerunJob.objects.filter(kind=JobKind.RERUN, run=run)
+        jobs.update(state=JobState.SUCCEEDED, gpu_uuid="GPU-card-A", verdict="agrees")
+        jobs.filter(pk=jobs.latest("pk").pk).update(gpu_uuid="GPU-card-B", verdict="inconclusive")
+    assert unsettled(first_two, {"GPU-card-C"}) == first_two
+    assert unsettled(first_two, {"GPU-card-A"}) == []
+    assert same_card_runs(first_two, {"GPU-card-C"}) == []
+    # A verdict on another card that is not inconclusive settles a run, either way.
+    latest = RerunJob.objects.filter(kind=JobKind.RERUN, run=first_two[0]).latest("pk")
+    for verdict in ("agrees", "disagrees"):
+        RerunJob.objects.filter(pk=latest.pk).update(verdict=verdict)
+        assert unsettled(first_two, {"GPU-card-C"}) == [first_two[1]]
+    # So does a rerun under way, and SETTLE_MAX inconclusive verdicts: then it stays as it is.
+    RerunJob.objects.filter(pk=latest.pk).update(verdict="inconclusive", state=JobState.QUEUED)
+    assert unsettled(first_two, {"GPU-card-C"}) == [first_two[1]]
+    RerunJob.objects.filter(pk=latest.pk).update(state=JobState.SUCCEEDED)
+    extra = RerunJob.objects.filter(kind=JobKind.RERUN, run=first_two[0]).count()
+    RerunJob.objects.filter(kind=JobKind.RERUN, run=first_two[0]).update(gpu_uuid="GPU-card-B", verdict="inconclusive")
+    assert extra < sweep.SETTLE_MAX and unsettled(first_two, {"GPU-card-C"}) == first_two
+    settle_max = sweep.SETTLE_MAX
+    monkeypatch.setattr(sweep, "SETTLE_MAX", extra)
+    assert unsettled(first_two, {"GPU-card-C"}) == [first_two[1]]
+    monkeypatch.setattr(sweep, "SETTLE_MAX", settle_max)
+    monkeypatch.setattr(sweep, "local_gpus", lambda: (("cpu", "GPU-card-C"),))
+
+    fourth = sweep.sweep(gpu_slug="cpu", gpus=1, out=out, deadline_s=DEADLINE_S, limit=3, log=print)
+
+    assert (fourth["measured"], fourth["reruns"], fourth["left"]) == (0, 2, 0), fourth
+    for run in first_two:
+        latest = RerunJob.objects.filter(kind=JobKind.RERUN, run=run).latest("pk")
+        assert latest.verdict in {"agrees", "disagrees", "inconclusive"}, latest.error
+
+
+def same_card_runs(runs, host_cards):
+    return sweep._same_card_runs(runs, sweep.RerunRecord.read(runs), elsewhere_than=host_cards)
+
+
+def unsettled(runs, host_cards):
+    return sweep._unsettled(runs, sweep.RerunRecord.read(runs), elsewhere_than=host_cards)
 
 
 def test_a_job_past_the_sweeps_time_limit_is_killed_reported_and_not_tried_again(fleet_env, tmp_path):

@@ -128,7 +128,7 @@ def fused_moe_source(tmp_path, db):
     liger_import(path=path)
 
 
-QUERIES = 10  # targets 3, measured 2, reruns done 1, same-card 3, older protocol 1
+QUERIES = 10  # targets 3, measured 2, reruns done 1, rerun record 3, older protocol 1
 
 
 def status() -> dict:
@@ -180,6 +180,15 @@ def test_the_status_says_what_is_measured_which_reruns_are_owed_and_the_jobs_lef
     # On another card: nothing is owed for it.
     RerunJob.objects.filter(pk=rerun.pk).update(gpu_uuid="GPU-another-card")
     assert status() == before
+
+    # Unless that verdict was inconclusive: then another rerun may settle it.
+    RerunJob.objects.filter(pk=rerun.pk).update(verdict="inconclusive")
+    unsettled = status()
+    assert (
+        unsettled["reruns_owed"]["inconclusive_on_another_card"]
+        == owed["inconclusive_on_another_card"] + 1
+    )
+    assert unsettled["jobs_left"] == before["jobs_left"] + 1
 
 
 def test_the_status_command_reads_the_registry_and_refuses_what_it_cannot_answer(
