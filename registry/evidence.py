@@ -16,6 +16,7 @@ from scipy import stats
 
 from registry.models import BenchmarkRun, JobKind, JobState, Metric, RerunJob
 from registry.reruns.harness.kernels import missed_upstream_warmup
+from registry.reruns.harness.timing import LEAD_CAP_CYCLES, LEAD_MAX_S
 from registry.reruns.judgement import judged_samples
 from registry.sampleplot import PlotRow, SamplePlot
 
@@ -173,6 +174,38 @@ class JobEvidence:
         """Consecutive samples that move together: the order-statistic precision, which counts
         each call as independent, overstates what the job pins down (the verdicts use batches)."""
         return self.serial_correlation is not None and self.serial_correlation > SERIAL_NOTE
+
+    @property
+    def host_paced_samples(self) -> int | None:
+        """Samples whose call took the host longer to queue than the spin ahead of it lasted
+        (timing._host_pace), so that the GPU may have waited on the host; None where the job did
+        not record it (CPU jobs, and GPU jobs before 2026-12-04)."""
+        count = self.sampling.get("host_paced_samples")
+        return count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else None
+
+    @property
+    def host_queue_ms(self) -> float | None:
+        return number(self.sampling.get("host_queue_ms"))
+
+    @property
+    def spin_ms(self) -> float | None:
+        return number(self.sampling.get("spin_ms"))
+
+    @property
+    def spin_capped(self) -> bool:
+        """A GPU job without the host's queueing per call whose spin reached its cap: the host
+        took at least half of LEAD_MAX_S to queue one call, so the spin may not have covered it."""
+        lead = number(self.sampling.get("lead_cycles"))
+        return self.host_paced_samples is None and lead is not None and lead >= LEAD_CAP_CYCLES
+
+    @property
+    def spin_cap_ms(self) -> float:
+        return LEAD_MAX_S * 1000
+
+    @property
+    def capped_queue_ms(self) -> float:
+        """The least time to queue one call that gives a capped spin (it is twice that time)."""
+        return LEAD_MAX_S * 1000 / 2
 
     @property
     def same_gpu(self) -> bool | None:

@@ -52,6 +52,20 @@ class ControlledJobSerializer(serializers.Serializer):
         help_text="Lag-1 autocorrelation of the samples (each against the next); null for memory "
         "peaks or fewer than 10 samples. Above 0.3 the precision overstates what the job pins down.",
     )
+    host_paced_samples = serializers.IntegerField(
+        allow_null=True,
+        help_text="Samples whose call took the host longer to queue than the spin ahead of it "
+        "lasted: the GPU may have waited on the host, so their times include the host's pace. "
+        "Null where not recorded (CPU jobs; GPU jobs before 2026-12-04).",
+    )
+    host_queue_ms = serializers.FloatField(
+        allow_null=True, help_text="Median time the host took to queue one timed call, ms."
+    )
+    spin_ms = serializers.FloatField(allow_null=True, help_text="How long the spin ahead of each sample lasted, ms.")
+    spin_capped = serializers.BooleanField(
+        help_text="A GPU job recorded without host_paced_samples whose spin reached its 20 ms cap: "
+        "the host took at least 10 ms to queue one call, and the spin may not have covered it."
+    )
     upstream = serializers.DictField(
         child=serializers.FloatField(allow_null=True),
         allow_null=True,

@@ -4,6 +4,7 @@ ends the sampling before any interval of the median exists."""
 import json
 import time
 
+import pytest
 import torch
 from django.conf import settings
 
@@ -149,3 +150,78 @@ def test_only_upstreams_benchmark_code_is_timed_under_the_protocol_the_autotuner
     (measured,) = recorder.calls
     assert measured["protocol"] == timing.CPU_PROTOCOL and len(measured["samples"]) >= 1
     assert calls.count("pass") > 2  # upstream's call, then the protocol's warm-up and samples
+
+
+class FakeCuda:
+    """The few torch.cuda calls the timing loop makes, on the host's clock: events read
+    perf_counter, and the spin blocks the host for as long as the GPU would spin at NOMINAL_HZ.
+    No CUDA device exists here; what is checked is the loop's own bookkeeping around them."""
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.at = None
+
+        def record(self):
+            self.at = time.perf_counter()
+
+        def elapsed_time(self, end):
+            return (end.at - self.at) * 1000
+
+    def synchronize(self):
+        pass
+
+    def current_device(self):
+        return 0
+
+    def get_device_properties(self, index):
+        return type("Properties", (), {"L2_cache_size": 1 << 20})()
+
+    def _sleep(self, cycles):
+        time.sleep(cycles / timing.NOMINAL_HZ)
+
+
+class FakeTorch:
+    int8 = "int8"
+    cuda = FakeCuda()
+
+    @staticmethod
+    def empty(size, dtype, device):
+        return type("Buffer", (), {"zero_": lambda self: None, "numel": lambda self: size})()
+
+
+def gpu_sampled(fn):
+    return timing.sample(
+        FakeTorch,
+        fn,
+        grad_to_none=None,
+        settings={
+            **settings.CONTROLLED_TIMING,
+            "warmup_ms": 0,
+            "warmup_calls": 1,
+            "min_samples": 5,
+            "check_every": 5,
+            "budget_s": 0.01,
+        },
+        device="cuda",
+        precision_of=lambda samples: stats.relative_precision(samples, 0.99),
+    )
+
+
+def test_a_call_the_host_queues_within_its_spin_is_not_host_paced():
+    # Twice the host's 1 ms to queue a call: a 2 ms spin ahead of each, which covers it.
+    result = gpu_sampled(lambda: time.sleep(0.001))
+
+    assert result["lead_cycles"] == pytest.approx(2e-3 * timing.NOMINAL_HZ, rel=0.5)
+    assert result["spin_ms"] > result["host_queue_ms"] >= 1.0
+    assert result["host_paced_samples"] == 0
+
+
+def test_a_call_the_host_takes_longer_to_queue_than_the_capped_spin_is_host_paced():
+    # 25 ms to queue a call (a pass that waits for the GPU inside it, say): the spin stops at its
+    # 20 ms cap, and every sample's call outlasts it.
+    result = gpu_sampled(lambda: time.sleep(0.025))
+
+    assert result["lead_cycles"] == timing.LEAD_CAP_CYCLES
+    assert result["host_queue_ms"] > result["spin_ms"] >= 20.0
+    assert result["host_paced_samples"] == len(result["samples"]) >= 5
+    json.dumps(result, allow_nan=False)

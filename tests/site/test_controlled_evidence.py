@@ -259,6 +259,49 @@ class TestVerdicts:
         assert data["measurement"]["serial_correlation"] == pytest.approx(1.0)
         assert data["reruns"][0]["serial_correlation"] < 0.3
 
+    def test_calls_the_host_queued_slower_than_their_spin_say_the_figure_includes_the_hosts_pace(
+        self, client, run
+    ):
+        paced = {"spin_ms": 20.1, "host_queue_ms": 412.5, "host_paced_samples": 12}
+        measure(run, sampling={"stop": "budget", "precision": 0.03, **paced})
+        rerun(run, sampling={"basis": "samples", "same_gpu": False, **paced, "host_paced_samples": 30})
+
+        section = evidence_section(page(client, run))
+        data = client.get(reverse("run-detail", args=[run.pk])).json()
+
+        assert 'data-notice="host-paced"' in section
+        assert "12 of 40 calls took longer to queue than their spin lasted" in section
+        assert "median 412.500 ms to queue one call; the spin ahead of each call lasted 20.100 ms" in section
+        assert 'data-notice="rerun-host-paced"' in section and "30 of its 30 calls" in section
+        assert (data["measurement"]["host_paced_samples"], data["measurement"]["spin_ms"]) == (12, 20.1)
+        assert data["measurement"]["spin_capped"] is False
+
+    def test_a_job_whose_calls_all_queued_within_their_spin_says_the_gpus_work_was_timed(self, client, run):
+        measure(run, sampling={"stop": "precision", "spin_ms": 0.1, "host_queue_ms": 0.02, "host_paced_samples": 0})
+
+        section = evidence_section(page(client, run))
+
+        assert 'data-field="host-pace"' in section and 'data-notice="host-paced"' not in section
+        assert "the events timed the GPU's work" in section
+
+    def test_a_job_recorded_before_host_pace_with_a_capped_spin_says_it_may_include_it(self, client, run):
+        measure(run, sampling={"stop": "budget", "lead_cycles": 40_000_000})
+        rerun(run, sampling={"basis": "samples", "same_gpu": False, "lead_cycles": 400_000})
+
+        section = evidence_section(page(client, run))
+        data = client.get(reverse("run-detail", args=[run.pk])).json()
+
+        assert 'data-notice="spin-capped"' in section
+        assert "at least 10 ms to queue one call" in section and "its cap of 20 ms" in section
+        assert 'data-notice="rerun-spin-capped"' not in section  # its spin was 0.2 ms, under the cap
+        assert data["measurement"]["spin_capped"] is True and data["measurement"]["host_paced_samples"] is None
+        assert data["reruns"][0]["spin_capped"] is False
+
+    def test_a_job_without_either_record_shows_no_host_pace(self, client, run):
+        measure(run)
+
+        assert 'data-field="host-pace"' not in evidence_section(page(client, run))
+
     def test_a_rerun_of_a_source_run_is_judged_against_its_published_figure(self, client, run):
         rerun(
             run,

@@ -8,13 +8,17 @@ The work timed is upstream's: the callable that liger-kernel's benchmark code ha
 - each sample: one call, timed with a pair of CUDA events, after the gradients upstream names are
   cleared and a buffer of at least twice the L2 cache is written (so no call finds the previous
   call's data in L2), and behind a spin kernel that keeps the GPU busy while the host queues the
-  call (so the events time the device's work, not the host's kernel launches);
+  call (so the events time the device's work, not the host's kernel launches), and the host's
+  time to queue each call is read beside it: a call that took the host longer to queue than the
+  spin ahead of it lasted may have kept the GPU waiting, so its time includes the host's pace
+  (`host_paced_samples`);
 - stop on precision: once there are `min_samples`, every `check_every` samples, when the
   distribution-free `confidence` interval of the median lies within ±`precision` of the median;
   or when `budget_s` of sampling has passed, whichever comes first (the result says which).
 """
 
 import math
+import statistics
 import time
 
 # NVML's clock-event (throttle) reasons, by bit. "Throttled" = any that slows the clocks down.
@@ -36,6 +40,11 @@ SLOWDOWNS = {
     "hw_thermal_slowdown",
     "hw_power_brake_slowdown",
 }
+# The spin ahead of each sample: twice the host's time to queue one call, within these bounds, in
+# cycles at the nominal 2 GHz of an H200's SM clock. A call that takes the host over half the
+# upper bound to queue gets a spin that may not cover it.
+LEAD_MIN_S, LEAD_MAX_S, NOMINAL_HZ = 50e-6, 20e-3, 2e9
+LEAD_CAP_CYCLES = int(LEAD_MAX_S * NOMINAL_HZ)
 CUDA_PROTOCOL = "kernelindex-cuda-v1"
 CPU_PROTOCOL = "kernelindex-cpu-v1"
 
@@ -56,11 +65,13 @@ def sample(torch, fn, *, grad_to_none, settings: dict, device: str, precision_of
             torch.cuda.synchronize()
         warmup_calls += 1
     warmed = time.perf_counter()
-    lead_cycles = _lead_cycles(torch, fn) if cuda else 0
-    samples, stop, precision = [], "budget", float("inf")
+    lead_cycles, spin_ms = _lead(torch, fn) if cuda else (0, 0.0)
+    samples, queued, stop, precision = [], [], "budget", float("inf")
     deadline = warmed + settings["budget_s"]
     while True:
-        samples.extend(_timed_batch(torch, fn, grad_to_none, flush, settings["check_every"], lead_cycles))
+        samples.extend(
+            _timed_batch(torch, fn, grad_to_none, flush, settings["check_every"], lead_cycles, queued)
+        )
         if len(samples) >= settings["min_samples"]:
             precision = precision_of(samples)
             if precision <= settings["precision"]:
@@ -84,10 +95,24 @@ def sample(torch, fn, *, grad_to_none, settings: dict, device: str, precision_of
         "timing_s": finished - warmed,
         "flush_bytes": flush.numel() if flush is not None else 0,
         "lead_cycles": lead_cycles,
+        **(_host_pace(queued, spin_ms) if cuda else {}),
     }
 
 
-def _timed_batch(torch, fn, grad_to_none, flush, count: int, lead_cycles: int) -> list[float]:
+def _host_pace(queued: list[float], spin_ms: float) -> dict:
+    """How long the host took to queue each timed call (ms), against the spin ahead of it: the
+    samples whose call took longer to queue than the spin lasted may include time the GPU spent
+    waiting on the host (Python, the driver, a synchronising call inside the pass), which another
+    host need not match."""
+    return {
+        "spin_ms": spin_ms,
+        "host_queue_ms": statistics.median(queued) if queued else None,
+        "host_paced_samples": sum(q > spin_ms for q in queued),
+    }
+
+
+def _timed_batch(torch, fn, grad_to_none, flush, count: int, lead_cycles: int, queued: list) -> list[float]:
+    """`count` samples (ms); on a GPU, the host's time to queue each call is appended to `queued`."""
     if flush is None:
         times = []
         for _ in range(count):
@@ -105,22 +130,31 @@ def _timed_batch(torch, fn, grad_to_none, flush, count: int, lead_cycles: int) -
         torch.cuda._sleep(lead_cycles)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
+        began = time.perf_counter()
         fn()
+        queued.append((time.perf_counter() - began) * 1000)
         end.record()
         pairs.append((start, end))
     torch.cuda.synchronize()
     return [start.elapsed_time(end) for start, end in pairs]
 
 
-def _lead_cycles(torch, fn) -> int:
-    """GPU clock cycles to spin before each sample: twice the host's time to queue one call (at
-    most 20 ms, at least 50 µs), at the nominal 2 GHz of an H200's SM clock."""
+def _lead(torch, fn) -> tuple[int, float]:
+    """GPU clock cycles to spin before each sample (twice the host's time to queue one call,
+    within LEAD_MIN_S and LEAD_MAX_S at NOMINAL_HZ), and how long that spin lasts on this card at
+    its clocks now, in ms (timed with CUDA events)."""
     torch.cuda.synchronize()
     began = time.perf_counter()
     fn()
     queued = time.perf_counter() - began
     torch.cuda.synchronize()
-    return int(min(max(2 * queued, 50e-6), 20e-3) * 2e9)
+    cycles = int(min(max(2 * queued, LEAD_MIN_S), LEAD_MAX_S) * NOMINAL_HZ)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(cycles)
+    end.record()
+    torch.cuda.synchronize()
+    return cycles, start.elapsed_time(end)
 
 
 def _clear_grads(grad_to_none) -> None:
