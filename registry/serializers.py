@@ -61,7 +61,9 @@ class ControlledJobSerializer(serializers.Serializer):
     host_queue_ms = serializers.FloatField(
         allow_null=True, help_text="Median time the host took to queue one timed call, ms."
     )
-    spin_ms = serializers.FloatField(allow_null=True, help_text="How long the spin ahead of each sample lasted, ms.")
+    spin_ms = serializers.FloatField(
+        allow_null=True, help_text="How long the spin ahead of each sample lasted, ms."
+    )
     spin_capped = serializers.BooleanField(
         help_text="A GPU job recorded without host_paced_samples whose spin reached its 20 ms cap: "
         "the host took at least 10 ms to queue one call, and the spin may not have covered it."

@@ -25,11 +25,15 @@ PAIR_MIN = 10
 BANDS = (("10 ms or more", 10), ("1-10 ms", 1), ("0.1-1 ms", 0.1), ("25-100 us", 0.025), ("under 25 us", 0))
 # A slow job: longer than SLOW_S and SLOW_TIMES times its kernel and metric's median job.
 SLOW_S, SLOW_TIMES = 8, 3
+# A measurement's spin at its cap (registry.reruns.harness.timing.LEAD_CAP_CYCLES: 20 ms at 2 GHz)
+# took the host 10 ms or more to queue one call; the spin may not have covered the host's pace.
+LEAD_CAP_CYCLES = 40_000_000
 FOLDER = Path(__file__).resolve().parent.parent / "registry" / "data" / "controlled-runs"
 
 
 def main(folder: Path, since: str = "") -> None:
     verdicts, legacy, stops, levels, bands = Counter(), Counter(), Counter(), Counter(), Counter()
+    paced = Counter()  # (host-paced measurement?, verdict) of latency reruns on another card
     kernels, workloads, cards, differences, samples, seconds = set(), set(), set(), [], [], []
     runs = other_card = 0
     recent = []
@@ -58,6 +62,8 @@ def main(folder: Path, since: str = "") -> None:
                     and (job.get("sampling") or {}).get("same_gpu") is False
                     for job in jobs
                 )
+            measure = next((job for job in jobs if job["kind"] == "measure"), {})
+            host_paced = _host_paced(measure.get("sampling") or {})
             for job in jobs:
                 if took := _duration(job):
                     durations.append((entry["kernel"]["slug"], run["metric"], took))
@@ -85,6 +91,7 @@ def main(folder: Path, since: str = "") -> None:
                     differences.append((abs(job["deviation"]), run["median"]))
                     if sampling.get("same_gpu") is False:
                         _pair_difference(pairs, jobs, job, run["median"])
+                        paced[(host_paced, job["verdict"])] += 1
                     band = next(label for label, low in BANDS if run["median"] >= low)
                     bands[(sampling.get("same_gpu"), band, job["verdict"])] += 1
     total = sum(verdicts.values())
@@ -123,6 +130,13 @@ def main(folder: Path, since: str = "") -> None:
                 f"|difference| of medians, speed workloads {label}: n={values.size}, median {np.median(values):.2%}, "
                 f"95th percentile {np.quantile(values, 0.95):.2%}, within 1%: {(values <= 0.01).mean():.0%}"
             )
+    for flag, label in ((True, "host-paced or spin at its cap"), (False, "the others")):
+        counts = " / ".join(
+            str(paced[(flag, verdict)]) for verdict in ("agrees", "disagrees", "inconclusive")
+        )
+        print(
+            f"latency reruns on another card, measurement {label}: agree / disagree / inconclusive {counts}"
+        )
     _print_pairs(pairs)
     print(f"latency sampling stopped on: {dict(stops)}; median samples {np.median(samples):.0f}")
     for label, rows in (("", seconds), (f" started from {since}", recent)):
@@ -136,6 +150,14 @@ def main(folder: Path, since: str = "") -> None:
             )
     _print_slow_jobs(durations)
     print(f"older-protocol runs, rerun under their own protocol: {dict(legacy)}")
+
+
+def _host_paced(sampling: dict) -> bool:
+    """A measurement some of whose calls took the host longer to queue than the spin ahead of
+    them lasted, or, recorded before the harness read that, whose spin reached its cap."""
+    if "host_paced_samples" in sampling:
+        return bool(sampling["host_paced_samples"])
+    return (sampling.get("lead_cycles") or 0) >= LEAD_CAP_CYCLES
 
 
 def _duration(job: dict) -> float | None:
@@ -205,7 +227,9 @@ def _print_pairs(pairs: dict) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", nargs="?", type=Path, default=FOLDER, help="default: the shipped runs")
-    parser.add_argument("--since", default="", help="an ISO date: also the host seconds of the jobs from then")
+    parser.add_argument(
+        "--since", default="", help="an ISO date: also the host seconds of the jobs from then"
+    )
     args = parser.parse_args()
     if not args.folder.is_dir() or not list(args.folder.glob("*.json.gz")):
         parser.error(f"{args.folder}: no controlled-run exports (*.json.gz) there")

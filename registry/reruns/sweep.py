@@ -508,7 +508,9 @@ def _same_card_runs(
     ]
 
 
-def _unsettled(runs: list[BenchmarkRun], record: RerunRecord, *, elsewhere_than: set[str]) -> list[BenchmarkRun]:
+def _unsettled(
+    runs: list[BenchmarkRun], record: RerunRecord, *, elsewhere_than: set[str]
+) -> list[BenchmarkRun]:
     """Of `runs`, those whose every verdict on another card than the measuring one is
     `inconclusive` (at least one, fewer than SETTLE_MAX), measured on a card that is not one of
     `elsewhere_than` (this host's cards), with no rerun under way: another rerun here may settle

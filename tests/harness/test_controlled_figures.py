@@ -70,3 +70,24 @@ def test_the_readme_gives_the_seconds_of_the_slow_jobs(printed):
     text = readme()
     assert f"over all {jobs:,} shipped jobs ({total:,} s from start to finish)" in text
     assert f"spent {excess:,} s above that median, {moe:,} s of it fused_moe's" in text
+
+
+def test_the_readme_splits_the_latency_verdicts_by_the_hosts_pace(printed):
+    from registry.reruns.harness.timing import LEAD_CAP_CYCLES
+
+    assert number(
+        r"LEAD_CAP_CYCLES = ([\d_]+)", (ROOT / "scripts" / "controlled_figures.py").read_text()
+    ) == [LEAD_CAP_CYCLES]
+    text = readme()
+    for label, words in (
+        ("host-paced or spin at its cap", "whose spin reached its cap"),
+        ("the others", "the others"),
+    ):
+        agree, disagree, inconclusive = number(
+            rf"measurement {label}: agree / disagree / inconclusive (\d+) / (\d+) / (\d+)", printed
+        )
+        total = agree + disagree + inconclusive
+        assert (
+            f"{words} ({total:,}): {agree:,} agree, {disagree:,} disagree, {inconclusive:,} inconclusive"
+            in text
+        )

@@ -170,7 +170,9 @@ def test_a_sweep_measures_reruns_judges_and_exports_then_resumes_where_it_stoppe
     assert unsettled(first_two, {"GPU-card-C"}) == [first_two[1]]
     RerunJob.objects.filter(pk=latest.pk).update(state=JobState.SUCCEEDED)
     extra = RerunJob.objects.filter(kind=JobKind.RERUN, run=first_two[0]).count()
-    RerunJob.objects.filter(kind=JobKind.RERUN, run=first_two[0]).update(gpu_uuid="GPU-card-B", verdict="inconclusive")
+    RerunJob.objects.filter(kind=JobKind.RERUN, run=first_two[0]).update(
+        gpu_uuid="GPU-card-B", verdict="inconclusive"
+    )
     assert extra < sweep.SETTLE_MAX and unsettled(first_two, {"GPU-card-C"}) == first_two
     settle_max = sweep.SETTLE_MAX
     monkeypatch.setattr(sweep, "SETTLE_MAX", extra)

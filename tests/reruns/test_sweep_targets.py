@@ -185,8 +185,7 @@ def test_the_status_says_what_is_measured_which_reruns_are_owed_and_the_jobs_lef
     RerunJob.objects.filter(pk=rerun.pk).update(verdict="inconclusive")
     unsettled = status()
     assert (
-        unsettled["reruns_owed"]["inconclusive_on_another_card"]
-        == owed["inconclusive_on_another_card"] + 1
+        unsettled["reruns_owed"]["inconclusive_on_another_card"] == owed["inconclusive_on_another_card"] + 1
     )
     assert unsettled["jobs_left"] == before["jobs_left"] + 1
 

@@ -277,7 +277,10 @@ class TestVerdicts:
         assert data["measurement"]["spin_capped"] is False
 
     def test_a_job_whose_calls_all_queued_within_their_spin_says_the_gpus_work_was_timed(self, client, run):
-        measure(run, sampling={"stop": "precision", "spin_ms": 0.1, "host_queue_ms": 0.02, "host_paced_samples": 0})
+        measure(
+            run,
+            sampling={"stop": "precision", "spin_ms": 0.1, "host_queue_ms": 0.02, "host_paced_samples": 0},
+        )
 
         section = evidence_section(page(client, run))
 
@@ -294,7 +297,9 @@ class TestVerdicts:
         assert 'data-notice="spin-capped"' in section
         assert "at least 10 ms to queue one call" in section and "its cap of 20 ms" in section
         assert 'data-notice="rerun-spin-capped"' not in section  # its spin was 0.2 ms, under the cap
-        assert data["measurement"]["spin_capped"] is True and data["measurement"]["host_paced_samples"] is None
+        assert (
+            data["measurement"]["spin_capped"] is True and data["measurement"]["host_paced_samples"] is None
+        )
         assert data["reruns"][0]["spin_capped"] is False
 
     def test_a_job_without_either_record_shows_no_host_pace(self, client, run):
