@@ -63,7 +63,7 @@ STUCK_GRACE_S = 120
 LOG_TAIL = 3000  # characters of a worker's log that the sweep shows when the worker exits
 VISIBILITY_MARGIN_S = 240  # the task's hard limit is JOB_HARNESS_TIMEOUT + 180 s (tasks.py)
 # A run whose reruns on other cards were all `inconclusive` is rerun once more by a later sweep,
-# until it has this many such verdicts; then it stays inconclusive, and its page says so.
+# until it has this many such verdicts; then it stays inconclusive, its page showing every verdict.
 SETTLE_MAX = 3
 
 
@@ -514,7 +514,7 @@ def _unsettled(
     """Of `runs`, those whose every verdict on another card than the measuring one is
     `inconclusive` (at least one, fewer than SETTLE_MAX), measured on a card that is not one of
     `elsewhere_than` (this host's cards), with no rerun under way: another rerun here may settle
-    them (docs/reruns.md, "Verdicts")."""
+    them (docs/reruns.md)."""
     return [
         run
         for run in _rerunnable_here(runs, record, elsewhere_than)
