@@ -78,6 +78,10 @@ class JobEvidence:
     """One job's evidence: its samples, how sampling stopped, the GPU's state, upstream's figure,
     and for a rerun its verdict and what each side of it rests on."""
 
+    # The spin's cap, and the least time to queue one call that reaches it (the spin is twice that).
+    spin_cap_ms = LEAD_MAX_S * 1000
+    capped_queue_ms = spin_cap_ms / 2
+
     def __init__(
         self, job: RerunJob, *, run: BenchmarkRun | None = None, measure: "JobEvidence | None" = None
     ):
@@ -198,14 +202,6 @@ class JobEvidence:
         lead = number(self.sampling.get("lead_cycles"))
         return self.host_paced_samples is None and lead is not None and lead >= LEAD_CAP_CYCLES
 
-    @property
-    def spin_cap_ms(self) -> float:
-        return LEAD_MAX_S * 1000
-
-    @property
-    def capped_queue_ms(self) -> float:
-        """The least time to queue one call that gives a capped spin (it is twice that time)."""
-        return LEAD_MAX_S * 1000 / 2
 
     @property
     def same_gpu(self) -> bool | None:
