@@ -35,7 +35,14 @@ from registry.reruns.harness.kernels import missed_upstream_warmup, upstream_war
 from registry.reruns.harness.spec import Refused, plan_for
 from registry.reruns.services import JobRefused, job_cancel, measure_request, rerun_request
 from registry.reruns.services.worker import job_spec
-from registry.reruns.sweep_timeouts import Timeout, timed_out_targets, timeouts_read, timeouts_write
+from registry.reruns.sweep_timeouts import (
+    OUT_OF_MEMORY,
+    Timeout,
+    out_of_memory,
+    timed_out_targets,
+    timeouts_read,
+    timeouts_write,
+)
 from registry.services.imports import BUNDLED_LIGER_CSV, liger_import
 
 FINISHED = (JobState.SUCCEEDED, JobState.DIVERGED, JobState.FAILED, JobState.CANCELLED)
@@ -109,8 +116,10 @@ class Progress:
     failed: list = field(default_factory=list)
     waiting: int = 0  # measured on this one-card host's card: left for a rerun on another card
     unexported: set = field(default_factory=set)  # kernels with jobs finished since the last write
-    timeouts: list = field(default_factory=list)  # measure jobs past the time limit, not yet written
-    skipped: int = 0  # targets dropped because a job of this sweep ran past the limit (sweep_timeouts)
+    timeouts: list = field(
+        default_factory=list
+    )  # measure jobs past the limit or out of memory, not yet written
+    skipped: int = 0  # targets dropped after a job of this sweep ran past the limit or out of memory
 
 
 def targets(*, gpu_slug: str, kernels: list[str] | None = None) -> list[Target]:
@@ -215,7 +224,7 @@ def progress(
     one-card host left for another card; runs rerun so far only on the card that measured them;
     older-protocol runs without a verdict) and the jobs left, a measure job and its rerun for
     each target still to measure; targets a sweep would not try under `job_timeout_s`, since a job
-    of theirs ran past it (`out`'s timeouts file), are counted apart. Per kernel too, in the order
+    of theirs ran past it or out of memory (`out`'s timeouts file), are counted apart. Per kernel too, in the order
     `targets` gives."""
     todo = targets(gpu_slug=gpu_slug, kernels=kernels)
     wanted = set(todo)
@@ -242,7 +251,7 @@ def progress(
         "targets": len(todo),
         "measured": len(measured),
         "to_measure": to_measure,
-        "not_tried_after_a_timeout": len(skipped),
+        "not_tried_after_a_timeout_or_out_of_memory": len(skipped),
         "reruns_owed": {
             "never_rerun": len(never_rerun),
             "rerun_only_on_the_measuring_card": len(own_card_only),
@@ -352,7 +361,7 @@ def sweep(
         todo = todo[:limit]
     done = measured_targets(gpu_slug=gpu_slug) if resume else {}
     unmeasured = [t for t in todo if t not in done]
-    # Targets a job of an earlier sweep ran past this time limit on: not tried again here.
+    # Targets a job of an earlier sweep ran past this time limit on, or out of memory: not tried here.
     recorded = timeouts_read(out, gpu_slug) if resume else []
     skipped = timed_out_targets(unmeasured, recorded, job_timeout_s=job_timeout_s)
     pending = deque(t for t in unmeasured if t not in skipped)
@@ -378,7 +387,7 @@ def sweep(
         f"({len(cross_card)} of them rerun so far only on the card that measured them; {figures.waiting} "
         f"measured on this host's only card wait for another); {len(to_settle)} to rerun once more when nothing "
         f"else is left (every rerun on another card inconclusive); {len(skipped)} not tried: a job of theirs "
-        f"ran past {job_timeout_s:.0f} s before (timeouts-{gpu_slug}.tsv)"
+        f"ran past {job_timeout_s:.0f} s or out of memory before (timeouts-{gpu_slug}.tsv)"
     )
     fleet = Fleet(gpu_slug=gpu_slug, gpus=gpus, log_dir=out / "logs", job_timeout_s=job_timeout_s)
     stuck_after_s = job_timeout_s + STUCK_GRACE_S
@@ -420,7 +429,7 @@ def sweep(
     log(
         f"stopped after {elapsed:.0f} s: {figures.measured} measured, {figures.reruns} reruns finished, "
         f"{figures.waiting} runs wait for a rerun on another card, {figures.skipped} not tried after a job of "
-        "theirs ran past the time limit"
+        "theirs ran past the time limit or out of memory"
     )
     if export:
         controlled.controlled_runs_export_dir(out=out, gpu_slug=gpu_slug)
@@ -432,7 +441,7 @@ def sweep(
         "failed": figures.failed,
         "left": len(pending) + len(to_rerun) + len(to_settle),
         "waiting_for_another_card": figures.waiting,
-        "skipped_after_timeout": len(skipped) + figures.skipped,
+        "skipped_after_timeout_or_out_of_memory": len(skipped) + figures.skipped,
     }
 
 
@@ -448,7 +457,7 @@ def _timeouts_flush(out: Path, gpu_slug: str, figures: Progress, log) -> None:
     if figures.timeouts:
         path = timeouts_write(out, gpu_slug, figures.timeouts)
         figures.timeouts.clear()
-        log(f"recorded in {path.name}: targets whose job ran past the time limit")
+        log(f"recorded in {path.name}: targets whose job ran past the time limit or out of memory")
 
 
 def _registry_ready(out: Path, log) -> None:
@@ -617,11 +626,16 @@ def _collect(
             pending.append(target)
         else:
             figures.failed.append(f"{target}: {job.error[:300]}")
+            if out_of_memory(job):  # on both attempts: the workload does not fit this GPU model
+                _timeout_note(
+                    Timeout.from_job(job, ran_s=_ran_s(job), cause=OUT_OF_MEMORY), in_flight, pending, figures
+                )
 
 
 def _timeout_note(timeout: Timeout, in_flight, pending, figures: Progress) -> None:
     """Keep `timeout` for the timeouts file, and spend no more of this sweep on what it covers
-    (sweep_timeouts: the same kernel and provider, any pass, as far or further): those targets
+    (sweep_timeouts: the same kernel and provider, any pass, or its own pass for one out of
+    memory, as far or further): those targets
     still to send are dropped, and their jobs sent but not yet claimed are cancelled. A job a
     worker has started is left to finish or reach the limit."""
     figures.timeouts.append(timeout)

@@ -1,7 +1,8 @@
 """Targets whose job ran past the sweep's time limit: recorded beside the exports, and not tried
 again by a sweep under a limit no longer than the job ran. A recorded job covers its kernel and
 provider's targets of every pass on the same configuration swept as far or further; a longer
-limit tries them again. The file is checked as it is read."""
+limit tries them again. A job out of memory on both attempts is recorded too and covers its own
+pass only, under any limit. The file is checked as it is read."""
 
 import json
 from collections import defaultdict, deque
@@ -16,6 +17,8 @@ from registry.models import JobState, RerunJob, Workload
 from registry.reruns import sweep
 from registry.reruns.harness.session import TIMED_OUT
 from registry.reruns.sweep_timeouts import (
+    OUT_OF_MEMORY,
+    TIME_LIMIT,
     Timeout,
     TimeoutsFileError,
     timed_out_targets,
@@ -39,7 +42,9 @@ def mta_source(tmp_path):
     return sweep.targets(gpu_slug="nvidia-h200", kernels=[KERNEL])
 
 
-def timeout_at(L: int, *, provider="liger", ran_s=600.0, operation_mode="backward") -> Timeout:
+def timeout_at(
+    L: int, *, provider="liger", ran_s=600.0, operation_mode="backward", cause=TIME_LIMIT
+) -> Timeout:
     workload = Workload.objects.get(kernel__slug=KERNEL, x_value=L)
     return Timeout(
         kernel=KERNEL,
@@ -53,6 +58,7 @@ def timeout_at(L: int, *, provider="liger", ran_s=600.0, operation_mode="backwar
         gpu_uuid="GPU-card-A",
         started_at="2026-12-03T18:23:04+00:00",
         error="no result in 590 s",
+        cause=cause,
     )
 
 
@@ -83,6 +89,19 @@ def test_a_recorded_timeout_covers_its_provider_at_that_size_and_beyond_under_a_
     assert torch_only == {t for t in mta_source if t.provider == "torch" and x[t] == 1024}
 
 
+def test_a_job_out_of_memory_covers_its_own_pass_as_far_or_further_under_any_limit(mta_source):
+    x = x_of(mta_source)
+    oom = timeout_at(512, operation_mode="full", ran_s=17.0, cause=OUT_OF_MEMORY)
+
+    covered = timed_out_targets(mta_source, [oom], job_timeout_s=900)
+
+    assert covered == {
+        t for t in mta_source if t.provider == "liger" and t.operation_mode == "full" and x[t] >= 512
+    }
+    assert {t.metric for t in covered} == {"latency", "memory"}
+    assert {x[t] for t in covered} == {512.0, 1024.0}
+
+
 def test_the_file_keeps_one_line_per_target_the_longest_run_and_reads_back(tmp_path, mta_source):
     first = timeout_at(1024, ran_s=360.4)
     timeouts_write(tmp_path, "nvidia-h200", [first, timeout_at(512, operation_mode="forward")])
@@ -104,7 +123,10 @@ def test_the_status_counts_the_targets_a_sweep_would_not_try(tmp_path, mta_sourc
 
     after = sweep.progress(gpu_slug="nvidia-h200", kernels=[KERNEL], out=tmp_path)
 
-    assert (before["not_tried_after_a_timeout"], after["not_tried_after_a_timeout"]) == (0, 4)
+    assert (
+        before["not_tried_after_a_timeout_or_out_of_memory"],
+        after["not_tried_after_a_timeout_or_out_of_memory"],
+    ) == (0, 4)
     assert after["to_measure"] == before["to_measure"] - 4
     assert after["jobs_left"] == before["jobs_left"] - 8  # a measure job and its rerun each
     longer = sweep.progress(gpu_slug="nvidia-h200", kernels=[KERNEL], out=tmp_path, job_timeout_s=900)
@@ -175,11 +197,68 @@ def test_a_job_past_the_limit_drops_what_it_covers_from_the_rest_of_the_sweep(mt
     assert len(figures.failed) == 1 and TIMED_OUT in figures.failed[0]
 
 
+def test_a_file_from_before_the_cause_column_holds_timeouts(tmp_path, mta_source):
+    path = timeouts_write(tmp_path, "nvidia-h200", [timeout_at(512, cause=OUT_OF_MEMORY)])
+    assert path.read_text().splitlines()[1].endswith(f"\t{OUT_OF_MEMORY}")
+    path.write_text("".join(line.rsplit("\t", 1)[0] + "\n" for line in path.read_text().splitlines()))
+
+    (read,) = timeouts_read(tmp_path, "nvidia-h200")
+
+    assert read.cause == TIME_LIMIT and read.x_value == 512.0
+
+
+def test_a_target_out_of_memory_twice_is_recorded_and_drops_what_it_covers(mta_source):
+    """Session 14's sweep sent Hugging Face's ORPO full pass at B = 16 twice in each of two sweeps
+    (about 75 s of the card each time): it needs more memory than an H200 has. The second failure
+    now records it, and drops the same pass's other metric from the rest of the sweep."""
+    x = x_of(mta_source)
+    (latency,) = [
+        t
+        for t in mta_source
+        if (t.provider, x[t], t.operation_mode, t.metric) == ("liger", 1024, "full", "latency")
+    ]
+    (memory,) = [
+        t
+        for t in mta_source
+        if (t.provider, x[t], t.operation_mode, t.metric) == ("liger", 1024, "full", "memory")
+    ]
+    (forward,) = [
+        t
+        for t in mta_source
+        if (t.provider, x[t], t.operation_mode, t.metric) == ("liger", 1024, "forward", "latency")
+    ]
+    error = (
+        "Harness failed: out of memory: OutOfMemoryError: CUDA out of memory. Tried to allocate 31.31 GiB."
+    )
+    in_flight, attempts = {}, defaultdict(int)
+    pending, figures = deque([memory, forward]), sweep.Progress()
+
+    def fail_once():
+        sweep._send_measure(latency, "nvidia-h200", in_flight, attempts, print)
+        now = timezone.now()
+        RerunJob.objects.filter(pk__in=list(in_flight)).update(
+            state=JobState.FAILED, started_at=now - timedelta(seconds=17), finished_at=now, error=error
+        )
+        sweep._collect(in_flight, pending, deque(), attempts, figures, True)
+
+    fail_once()  # the first time it is sent again: memory another process held may have freed
+    assert (list(pending), figures.timeouts) == ([memory, forward, latency], [])
+
+    pending.pop()
+    fail_once()
+
+    (recorded,) = figures.timeouts
+    assert (recorded.cause, recorded.operation_mode, recorded.x_value) == (OUT_OF_MEMORY, "full", 1024.0)
+    assert list(pending) == [forward] and figures.skipped == 1
+    assert len(figures.failed) == 1 and OUT_OF_MEMORY in figures.failed[0]
+
+
 @pytest.mark.parametrize(
     "text, says",
     [
         ("kernel\tprovider\n", "line 1: the header lacks error, gpu_uuid, metric"),
         (None, r"line 3: x_value and ran_s must be numbers, got '\d+\.0' and 'long'"),
+        ("cause", "line 2: cause must be one of 'time limit', 'out of memory', got 'swapped'"),
     ],
 )
 def test_a_malformed_file_is_refused_naming_the_file_and_line(tmp_path, mta_source, text, says):
@@ -188,6 +267,8 @@ def test_a_malformed_file_is_refused_naming_the_file_and_line(tmp_path, mta_sour
         lines = path.read_text().splitlines()
         lines[2] = lines[2].replace("\t600.0\t", "\tlong\t")
         text = "\n".join(lines) + "\n"
+    elif text == "cause":
+        text = path.read_text().replace(f"\t{TIME_LIMIT}\n", "\tswapped\n", 1)
     path.write_text(text)
 
     with pytest.raises(TimeoutsFileError, match=says):
