@@ -33,7 +33,8 @@ FOLDER = Path(__file__).resolve().parent.parent / "registry" / "data" / "control
 
 def main(folder: Path, since: str = "") -> None:
     verdicts, legacy, stops, levels, bands = Counter(), Counter(), Counter(), Counter(), Counter()
-    paced = Counter()  # (host-paced measurement?, verdict) of latency reruns on another card
+    paced = Counter()  # (host-paced measurement or rerun?, verdict) of latency reruns on another card
+    pace_read = Counter()  # latency jobs that read the host's pace: all, any call host-paced, half or more
     kernels, workloads, cards, differences, samples, seconds = set(), set(), set(), [], [], []
     runs = other_card = 0
     recent = []
@@ -79,6 +80,10 @@ def main(folder: Path, since: str = "") -> None:
                     if run["metric"] == "latency":
                         stops[sampling.get("stop")] += 1
                         samples.append(len(job["samples"]))
+                if run["metric"] == "latency" and isinstance(sampling.get("host_paced_samples"), int):
+                    pace_read["all"] += 1
+                    pace_read["any"] += sampling["host_paced_samples"] > 0
+                    pace_read["half"] += sampling["host_paced_samples"] * 2 >= max(len(job["samples"]), 1)
                 if job["kind"] != "rerun" or not job.get("verdict"):
                     continue
                 if old:
@@ -91,7 +96,7 @@ def main(folder: Path, since: str = "") -> None:
                     differences.append((abs(job["deviation"]), run["median"]))
                     if sampling.get("same_gpu") is False:
                         _pair_difference(pairs, jobs, job, run["median"])
-                        paced[(host_paced, job["verdict"])] += 1
+                        paced[(host_paced or _host_paced(sampling), job["verdict"])] += 1
                     band = next(label for label, low in BANDS if run["median"] >= low)
                     bands[(sampling.get("same_gpu"), band, job["verdict"])] += 1
     total = sum(verdicts.values())
@@ -107,6 +112,9 @@ def main(folder: Path, since: str = "") -> None:
         if by_card[same]:
             print(f"  on {label}: {sum(by_card[same])} of {len(by_card[same])} agree")
     print(f"runs by evidence level: {dict(sorted(levels.items()))}")
+    print(
+        f"runs with a verdict on another card: {sum(checked.values())}; reproduced: {levels['reproduced']}"
+    )
     fewest = min(sorted(kernels), key=lambda kernel: checked[kernel])
     print(
         f"kernels with a run rerun on another card: {sum(checked[k] > 0 for k in kernels)} of {len(kernels)} "
@@ -130,12 +138,16 @@ def main(folder: Path, since: str = "") -> None:
                 f"|difference| of medians, speed workloads {label}: n={values.size}, median {np.median(values):.2%}, "
                 f"95th percentile {np.quantile(values, 0.95):.2%}, within 1%: {(values <= 0.01).mean():.0%}"
             )
+    print(
+        f"latency jobs that read the host's pace: {pace_read['all']}; with a host-paced call: "
+        f"{pace_read['any']}; with half their calls or more host-paced: {pace_read['half']}"
+    )
     for flag, label in ((True, "host-paced or spin at its cap"), (False, "the others")):
         counts = " / ".join(
             str(paced[(flag, verdict)]) for verdict in ("agrees", "disagrees", "inconclusive")
         )
         print(
-            f"latency reruns on another card, measurement {label}: agree / disagree / inconclusive {counts}"
+            f"latency reruns on another card, measurement or rerun {label}: agree / disagree / inconclusive {counts}"
         )
     _print_pairs(pairs)
     print(f"latency sampling stopped on: {dict(stops)}; median samples {np.median(samples):.0f}")
@@ -153,8 +165,8 @@ def main(folder: Path, since: str = "") -> None:
 
 
 def _host_paced(sampling: dict) -> bool:
-    """A measurement some of whose calls took the host longer to queue than the spin ahead of
-    them lasted, or, recorded before the harness read that, whose spin reached its cap."""
+    """A job some of whose calls took the host longer to queue than the spin ahead of them
+    lasted, or, recorded before the harness read that, whose spin reached its cap."""
     if "host_paced_samples" in sampling:
         return bool(sampling["host_paced_samples"])
     return (sampling.get("lead_cycles") or 0) >= LEAD_CAP_CYCLES

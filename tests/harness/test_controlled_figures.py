@@ -42,6 +42,9 @@ def test_the_readme_gives_the_runs_kernels_and_verdicts_the_files_hold(printed):
     assert f"On another physical card {other_agree:,} of {other:,} agree" in text
     assert f"same card {same_agree:,} of {same:,}" in text
     assert f"{reproduced:,} of the {runs:,} runs are `reproduced`" in text
+    judged, reproduced_again = number(r"runs with a verdict on another card: (\d+); reproduced: (\d+)", printed)
+    assert reproduced_again == reproduced
+    assert f"of the {judged:,} runs with a verdict on another card, {reproduced:,} are `reproduced`" in text
     if rerun_kernels == kernels:
         assert f"All {kernels} mappable kernels have runs measured and rerun on another card" in text
 
@@ -80,14 +83,23 @@ def test_the_readme_splits_the_latency_verdicts_by_the_hosts_pace(printed):
     ) == [LEAD_CAP_CYCLES]
     text = readme()
     for label, words in (
-        ("host-paced or spin at its cap", "whose spin reached its cap"),
+        ("host-paced or spin at its cap", "or whose spin reached its cap"),
         ("the others", "the others"),
     ):
         agree, disagree, inconclusive = number(
-            rf"measurement {label}: agree / disagree / inconclusive (\d+) / (\d+) / (\d+)", printed
+            rf"measurement or rerun {label}: agree / disagree / inconclusive (\d+) / (\d+) / (\d+)", printed
         )
         total = agree + disagree + inconclusive
         assert (
             f"{words} ({total:,}): {agree:,} agree, {disagree:,} disagree, {inconclusive:,} inconclusive"
             in text
         )
+    read, any_paced, half_paced = number(
+        r"latency jobs that read the host's pace: (\d+); with a host-paced call: (\d+); with half their "
+        r"calls or more host-paced: (\d+)",
+        printed,
+    )
+    assert (
+        f"Of the {read:,} latency jobs that read it, {any_paced:,} had a host-paced call and "
+        f"{half_paced:,} had half their calls or more host-paced" in text
+    )

@@ -9,6 +9,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db.models import Q
 from django.urls import reverse
 
 from registry.models import BenchmarkRun, JobKind, RerunJob
@@ -138,6 +139,10 @@ def status() -> dict:
 def test_the_status_says_what_is_measured_which_reruns_are_owed_and_the_jobs_left(
     fused_moe_source, shipped_fused_moe, django_assert_max_num_queries
 ):
+    # The shipped file measures every fused_moe target: take two runs out, so two are left to measure.
+    for target_run in list(sweep.measured_targets(gpu_slug="nvidia-h200").values())[:2]:
+        RerunJob.objects.filter(Q(run=target_run) | Q(result_run=target_run)).delete()
+        target_run.delete()
     # A fixed number of queries, however many runs and jobs the registry holds.
     with django_assert_max_num_queries(QUERIES):
         before = status()
