@@ -188,6 +188,13 @@ class JobEvidence:
         return count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else None
 
     @property
+    def median_host_paced(self) -> bool:
+        """Half the samples or more host-paced: the median, which the run's figure and its
+        verdicts rest on, is then a host-paced call's time (or between two such)."""
+        paced = self.host_paced_samples
+        return paced is not None and self.sample_count > 0 and 2 * paced >= self.sample_count
+
+    @property
     def host_queue_ms(self) -> float | None:
         return number(self.sampling.get("host_queue_ms"))
 
@@ -201,7 +208,6 @@ class JobEvidence:
         took at least half of LEAD_MAX_S to queue one call, so the spin may not have covered it."""
         lead = number(self.sampling.get("lead_cycles"))
         return self.host_paced_samples is None and lead is not None and lead >= LEAD_CAP_CYCLES
-
 
     @property
     def same_gpu(self) -> bool | None:

@@ -58,6 +58,10 @@ class ControlledJobSerializer(serializers.Serializer):
         "lasted: the GPU may have waited on the host, so their times include the host's pace. "
         "Null where not recorded (CPU jobs; GPU jobs before 2026-12-04).",
     )
+    median_host_paced = serializers.BooleanField(
+        help_text="Half the samples or more host-paced: the median (the run's figure, and what "
+        "verdicts compare) includes the host's pace."
+    )
     host_queue_ms = serializers.FloatField(
         allow_null=True, help_text="Median time the host took to queue one timed call, ms."
     )

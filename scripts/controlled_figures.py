@@ -64,7 +64,7 @@ def main(folder: Path, since: str = "") -> None:
                     for job in jobs
                 )
             measure = next((job for job in jobs if job["kind"] == "measure"), {})
-            host_paced = _host_paced(measure.get("sampling") or {})
+            host_paced = _host_paced(measure)
             for job in jobs:
                 if took := _duration(job):
                     durations.append((entry["kernel"]["slug"], run["metric"], took))
@@ -83,7 +83,7 @@ def main(folder: Path, since: str = "") -> None:
                 if run["metric"] == "latency" and isinstance(sampling.get("host_paced_samples"), int):
                     pace_read["all"] += 1
                     pace_read["any"] += sampling["host_paced_samples"] > 0
-                    pace_read["half"] += sampling["host_paced_samples"] * 2 >= max(len(job["samples"]), 1)
+                    pace_read["half"] += _host_paced(job)
                 if job["kind"] != "rerun" or not job.get("verdict"):
                     continue
                 if old:
@@ -96,7 +96,7 @@ def main(folder: Path, since: str = "") -> None:
                     differences.append((abs(job["deviation"]), run["median"]))
                     if sampling.get("same_gpu") is False:
                         _pair_difference(pairs, jobs, job, run["median"])
-                        paced[(host_paced or _host_paced(sampling), job["verdict"])] += 1
+                        paced[(host_paced or _host_paced(job), job["verdict"])] += 1
                     band = next(label for label, low in BANDS if run["median"] >= low)
                     bands[(sampling.get("same_gpu"), band, job["verdict"])] += 1
     total = sum(verdicts.values())
@@ -164,11 +164,13 @@ def main(folder: Path, since: str = "") -> None:
     print(f"older-protocol runs, rerun under their own protocol: {dict(legacy)}")
 
 
-def _host_paced(sampling: dict) -> bool:
-    """A job some of whose calls took the host longer to queue than the spin ahead of them
-    lasted, or, recorded before the harness read that, whose spin reached its cap."""
-    if "host_paced_samples" in sampling:
-        return bool(sampling["host_paced_samples"])
+def _host_paced(job: dict) -> bool:
+    """A job half of whose calls or more took the host longer to queue than the spin ahead of
+    them lasted, so that its median includes the host's pace (JobEvidence.median_host_paced), or,
+    recorded before the harness read that, whose spin reached its cap."""
+    sampling = job.get("sampling") or {}
+    if isinstance(sampling.get("host_paced_samples"), int):
+        return 2 * sampling["host_paced_samples"] >= max(len(job.get("samples") or []), 1)
     return (sampling.get("lead_cycles") or 0) >= LEAD_CAP_CYCLES
 
 

@@ -269,12 +269,38 @@ class TestVerdicts:
         section = evidence_section(page(client, run))
         data = client.get(reverse("run-detail", args=[run.pk])).json()
 
-        assert 'data-notice="host-paced"' in section
-        assert "12 of 40 calls took longer to queue than their spin lasted" in section
+        # 12 of 40: the median rests on calls the host kept ahead of; 30 of 30: it is host-paced.
+        assert 'data-notice="some-host-paced"' in section and 'data-notice="host-paced"' not in section
+        assert "12 of 40 calls took longer to queue than their spin lasted</span>, fewer than half" in section
         assert "median 412.500 ms to queue one call; the spin ahead of each call lasted 20.100 ms" in section
         assert 'data-notice="rerun-host-paced"' in section and "30 of its 30 calls" in section
+        assert 'data-notice="rerun-some-host-paced"' not in section
         assert (data["measurement"]["host_paced_samples"], data["measurement"]["spin_ms"]) == (12, 20.1)
         assert data["measurement"]["spin_capped"] is False
+        assert (data["measurement"]["median_host_paced"], data["reruns"][0]["median_host_paced"]) == (
+            False,
+            True,
+        )
+
+    def test_half_the_calls_host_paced_say_the_median_includes_the_hosts_pace(self, client, run):
+        measure(
+            run, sampling={"stop": "budget", "spin_ms": 20.0, "host_queue_ms": 30.0, "host_paced_samples": 20}
+        )
+        rerun(run, sampling={"basis": "samples", "same_gpu": False, "host_paced_samples": 1})
+
+        section = evidence_section(page(client, run))
+        data = client.get(reverse("run-detail", args=[run.pk])).json()
+
+        assert 'data-notice="host-paced"' in section and "20 of 40 calls" in section
+        assert "so this figure, their median, includes the host's pace" in section
+        assert (
+            'data-notice="rerun-some-host-paced"' in section
+            and 'data-notice="rerun-host-paced"' not in section
+        )
+        assert (data["measurement"]["median_host_paced"], data["reruns"][0]["median_host_paced"]) == (
+            True,
+            False,
+        )
 
     def test_a_job_whose_calls_all_queued_within_their_spin_says_the_gpus_work_was_timed(self, client, run):
         measure(
