@@ -112,9 +112,7 @@ def main(folder: Path, since: str = "") -> None:
         if by_card[same]:
             print(f"  on {label}: {sum(by_card[same])} of {len(by_card[same])} agree")
     print(f"runs by evidence level: {dict(sorted(levels.items()))}")
-    print(
-        f"runs with a verdict on another card: {sum(checked.values())}; reproduced: {levels['reproduced']}"
-    )
+    print(f"runs with a verdict on another card: {sum(checked.values())}; reproduced: {levels['reproduced']}")
     fewest = min(sorted(kernels), key=lambda kernel: checked[kernel])
     print(
         f"kernels with a run rerun on another card: {sum(checked[k] > 0 for k in kernels)} of {len(kernels)} "

@@ -42,7 +42,9 @@ def test_the_readme_gives_the_runs_kernels_and_verdicts_the_files_hold(printed):
     assert f"On another physical card {other_agree:,} of {other:,} agree" in text
     assert f"same card {same_agree:,} of {same:,}" in text
     assert f"{reproduced:,} of the {runs:,} runs are `reproduced`" in text
-    judged, reproduced_again = number(r"runs with a verdict on another card: (\d+); reproduced: (\d+)", printed)
+    judged, reproduced_again = number(
+        r"runs with a verdict on another card: (\d+); reproduced: (\d+)", printed
+    )
     assert reproduced_again == reproduced
     assert f"of the {judged:,} runs with a verdict on another card, {reproduced:,} are `reproduced`" in text
     if rerun_kernels == kernels:

@@ -226,7 +226,11 @@ def test_a_job_past_the_sweeps_time_limit_is_killed_reported_and_not_tried_again
 
     again = sweep.sweep(gpu_slug="cpu", gpus=1, out=out, deadline_s=DEADLINE_S, job_timeout_s=1, log=print)
 
-    assert (again["measured"], again["skipped_after_timeout_or_out_of_memory"], again["failed"]) == (0, 1, []), again
+    assert (again["measured"], again["skipped_after_timeout_or_out_of_memory"], again["failed"]) == (
+        0,
+        1,
+        [],
+    ), again
     assert RerunJob.objects.filter(kind=JobKind.MEASURE).count() == 1
 
 
