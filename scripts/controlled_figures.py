@@ -41,6 +41,7 @@ def main(folder: Path, since: str = "") -> None:
     by_card = {True: [], False: [], None: []}
     durations = []  # (kernel, metric, seconds from a job's start to its finish)
     pairs = {}  # (first card, second card, small) -> signed differences, second against first
+    apart = []  # (|difference| of medians, verdict) of the latency reruns on another card
     checked = Counter()  # kernel -> its runs with a judged rerun on another card
     for path in sorted(folder.glob("*.json.gz")):
         for entry in json.loads(gzip.decompress(path.read_bytes()))["runs"]:
@@ -95,6 +96,7 @@ def main(folder: Path, since: str = "") -> None:
                 if run["metric"] == "latency":
                     differences.append((abs(job["deviation"]), run["median"]))
                     if sampling.get("same_gpu") is False:
+                        apart.append((abs(job["deviation"]), job["verdict"]))
                         _pair_difference(pairs, jobs, job, run["median"])
                         paced[(host_paced or _host_paced(job), job["verdict"])] += 1
                     band = next(label for label, low in BANDS if run["median"] >= low)
@@ -136,6 +138,14 @@ def main(folder: Path, since: str = "") -> None:
                 f"|difference| of medians, speed workloads {label}: n={values.size}, median {np.median(values):.2%}, "
                 f"95th percentile {np.quantile(values, 0.95):.2%}, within 1%: {(values <= 0.01).mean():.0%}"
             )
+    gaps = np.array([gap for gap, _ in apart])
+    within = ", ".join(f"{limit:.0%} {np.mean(gaps <= limit):.0%}" for limit in (0.01, 0.02, 0.05))
+    print(f"latency reruns on another card, |difference| of medians within: {within} (n={gaps.size})")
+    unsettled = np.array([gap for gap, verdict in apart if verdict == "inconclusive"])
+    print(
+        f"  of them inconclusive: {unsettled.size}, median |difference| {np.median(unsettled):.1%}, "
+        f"inside the 2% tolerance {np.mean(unsettled < 0.02):.0%}"
+    )
     print(
         f"latency jobs that read the host's pace: {pace_read['all']}; with a host-paced call: "
         f"{pace_read['any']}; with half their calls or more host-paced: {pace_read['half']}"

@@ -60,6 +60,26 @@ def test_the_readme_gives_the_spread_of_the_slow_workloads(printed):
     assert f"95th percentile {float(p95):.1f}%; {within}% within 1%" in text
 
 
+def test_the_readme_gives_how_far_apart_the_medians_on_two_cards_lie(printed):
+    one, two, five, n = number(
+        r"on another card, \|difference\| of medians within: 1% (\d+)%, 2% (\d+)%, 5% (\d+)% \(n=(\d+)\)",
+        printed,
+    )
+    assert one <= two <= five
+    unsettled, gap, gap_tenths, inside = number(
+        r"of them inconclusive: (\d+), median \|difference\| (\d+)\.(\d)%, inside the 2% tolerance (\d+)%",
+        printed,
+    )
+    assert (
+        f"The {unsettled:,} inconclusive ones sit at the tolerance's edge (median |difference| "
+        f"{gap}.{gap_tenths}%, {inside}% of them inside ±2%)" in readme()
+    )
+    assert (
+        f"Of the {n:,} latency reruns on another card, the two medians lie within 1% of each other in "
+        f"{one}%, within 2% in {two}%, within 5% in {five}%" in readme()
+    )
+
+
 def test_every_pair_offset_has_an_interval_around_its_median(printed):
     pairs = re.findall(r"median ([+-][\d.]+)%, 95% interval ([+-][\d.]+)% to ([+-][\d.]+)%", printed)
     assert pairs, "no pair of cards with enough reruns"
