@@ -121,10 +121,11 @@ def timeouts_read(out: Path, gpu_slug: str) -> list[Timeout]:
 
 
 def timeouts_write(out: Path, gpu_slug: str, entries: list[Timeout]) -> Path:
-    """Write `entries` with those already recorded, one line per target (the longest run kept)."""
+    """Write `entries` with those already recorded, one line per target: one out of memory
+    first (it applies under any limit), else the longest run."""
     by_key = {}
     for entry in [*timeouts_read(out, gpu_slug), *entries]:
-        if entry.key not in by_key or entry.ran_s > by_key[entry.key].ran_s:
+        if entry.key not in by_key or _weight(entry) > _weight(by_key[entry.key]):
             by_key[entry.key] = entry
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=FIELDS, delimiter="\t", lineterminator="\n")
@@ -134,6 +135,10 @@ def timeouts_write(out: Path, gpu_slug: str, entries: list[Timeout]) -> Path:
     path = timeouts_path(out, gpu_slug)
     whole_file_write(path, buffer.getvalue().encode())
     return path
+
+
+def _weight(entry: Timeout) -> tuple:
+    return (entry.cause == OUT_OF_MEMORY, entry.ran_s)
 
 
 def timed_out_targets(targets: list, entries: list[Timeout], *, job_timeout_s: float) -> set:

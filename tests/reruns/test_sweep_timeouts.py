@@ -114,6 +114,9 @@ def test_the_file_keeps_one_line_per_target_the_longest_run_and_reads_back(tmp_p
         ("forward", 512.0, 600.0),
     ]
     assert timeouts_read(tmp_path, "nvidia-a100") == []
+    # A job out of memory outweighs a longer one past a shorter limit: it applies under any limit.
+    timeouts_write(tmp_path, "nvidia-h200", [timeout_at(1024, ran_s=20.0, cause=OUT_OF_MEMORY)])
+    assert [(t.cause, t.ran_s) for t in timeouts_read(tmp_path, "nvidia-h200")][0] == (OUT_OF_MEMORY, 20.0)
     assert not list(tmp_path.glob(".*partial"))
 
 
