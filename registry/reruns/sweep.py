@@ -116,9 +116,8 @@ class Progress:
     failed: list = field(default_factory=list)
     waiting: int = 0  # measured on this one-card host's card: left for a rerun on another card
     unexported: set = field(default_factory=set)  # kernels with jobs finished since the last write
-    timeouts: list = field(
-        default_factory=list
-    )  # measure jobs past the limit or out of memory, not yet written
+    # Measure jobs past the time limit or out of memory, not yet written to the timeouts file.
+    timeouts: list = field(default_factory=list)
     skipped: int = 0  # targets dropped after a job of this sweep ran past the limit or out of memory
 
 
@@ -224,8 +223,8 @@ def progress(
     one-card host left for another card; runs rerun so far only on the card that measured them;
     older-protocol runs without a verdict) and the jobs left, a measure job and its rerun for
     each target still to measure; targets a sweep would not try under `job_timeout_s`, since a job
-    of theirs ran past it or out of memory (`out`'s timeouts file), are counted apart. Per kernel too, in the order
-    `targets` gives."""
+    of theirs ran past it or out of memory (`out`'s timeouts file), are counted apart. Per kernel
+    too, in the order `targets` gives."""
     todo = targets(gpu_slug=gpu_slug, kernels=kernels)
     wanted = set(todo)
     by_target = {
@@ -635,9 +634,9 @@ def _collect(
 def _timeout_note(timeout: Timeout, in_flight, pending, figures: Progress) -> None:
     """Keep `timeout` for the timeouts file, and spend no more of this sweep on what it covers
     (sweep_timeouts: the same kernel and provider, any pass, or its own pass for one out of
-    memory, as far or further): those targets
-    still to send are dropped, and their jobs sent but not yet claimed are cancelled. A job a
-    worker has started is left to finish or reach the limit."""
+    memory, as far or further): those targets still to send are dropped, and their jobs sent but
+    not yet claimed are cancelled. A job a worker has started is left to finish or reach the
+    limit."""
     figures.timeouts.append(timeout)
     measures = [pk for pk, target in in_flight.items() if target is not None]
     queued = list(RerunJob.objects.filter(pk__in=measures, state=JobState.QUEUED).only("pk"))
