@@ -16,7 +16,7 @@ from scipy import stats
 
 from registry.models import BenchmarkRun, JobKind, JobState, Metric, RerunJob
 from registry.reruns.harness.kernels import missed_upstream_warmup
-from registry.reruns.harness.timing import LEAD_CAP_CYCLES, LEAD_MAX_S
+from registry.reruns.harness.timing import LEAD_CAP_CYCLES, LEAD_MAX_S, median_host_paced
 from registry.reruns.judgement import judged_samples
 from registry.sampleplot import PlotRow, SamplePlot
 
@@ -189,10 +189,10 @@ class JobEvidence:
 
     @property
     def median_host_paced(self) -> bool:
-        """Half the samples or more host-paced: the median, which the run's figure and its
-        verdicts rest on, is then a host-paced call's time (or between two such)."""
+        """The median, which the run's figure and its verdicts rest on, includes the host's pace
+        (timing.median_host_paced); False where the job did not record it."""
         paced = self.host_paced_samples
-        return paced is not None and self.sample_count > 0 and 2 * paced >= self.sample_count
+        return paced is not None and median_host_paced(paced, self.sample_count)
 
     @property
     def host_queue_ms(self) -> float | None:

@@ -11,6 +11,7 @@ upstream's setup on the GPU since 2026-12-01T10:00 UTC; docs/protocol.md).
 
 import argparse
 import gzip
+import importlib.util
 import json
 from collections import Counter
 from datetime import datetime
@@ -28,7 +29,22 @@ SLOW_S, SLOW_TIMES = 8, 3
 # A measurement's spin at its cap (registry.reruns.harness.timing.LEAD_CAP_CYCLES: 20 ms at 2 GHz)
 # took the host 10 ms or more to queue one call; the spin may not have covered the host's pace.
 LEAD_CAP_CYCLES = 40_000_000
-FOLDER = Path(__file__).resolve().parent.parent / "registry" / "data" / "controlled-runs"
+ROOT = Path(__file__).resolve().parent.parent
+FOLDER = ROOT / "registry" / "data" / "controlled-runs"
+
+
+def _load_timing():
+    """registry/reruns/harness/timing.py, loaded on its own (it needs no Django): the rule for a
+    host-paced median lives there, and only there."""
+    spec = importlib.util.spec_from_file_location(
+        "_harness_timing", ROOT / "registry/reruns/harness/timing.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+timing = _load_timing()
 
 
 def main(folder: Path, since: str = "") -> None:
@@ -174,11 +190,11 @@ def main(folder: Path, since: str = "") -> None:
 
 def _host_paced(job: dict) -> bool:
     """A job half of whose calls or more took the host longer to queue than the spin ahead of
-    them lasted, so that its median includes the host's pace (JobEvidence.median_host_paced), or,
+    them lasted, so that its median includes the host's pace (timing.median_host_paced), or,
     recorded before the harness read that, whose spin reached its cap."""
     sampling = job.get("sampling") or {}
     if isinstance(sampling.get("host_paced_samples"), int):
-        return 2 * sampling["host_paced_samples"] >= max(len(job.get("samples") or []), 1)
+        return timing.median_host_paced(sampling["host_paced_samples"], len(job.get("samples") or []))
     return (sampling.get("lead_cycles") or 0) >= LEAD_CAP_CYCLES
 
 

@@ -111,6 +111,12 @@ def _host_pace(queued: list[float], spin_ms: float) -> dict:
     }
 
 
+def median_host_paced(host_paced_samples: int, sample_count: int) -> bool:
+    """Half the samples or more host-paced: their median, the job's figure, is then a host-paced
+    call's time (or lies between two such), so it includes the host's pace."""
+    return sample_count > 0 and 2 * host_paced_samples >= sample_count
+
+
 def _timed_batch(torch, fn, grad_to_none, flush, count: int, lead_cycles: int, queued: list) -> list[float]:
     """`count` samples (ms); on a GPU, the host's time to queue each call is appended to `queued`."""
     if flush is None:
