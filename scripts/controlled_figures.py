@@ -26,9 +26,6 @@ PAIR_MIN = 10
 BANDS = (("10 ms or more", 10), ("1-10 ms", 1), ("0.1-1 ms", 0.1), ("25-100 us", 0.025), ("under 25 us", 0))
 # A slow job: longer than SLOW_S and SLOW_TIMES times its kernel and metric's median job.
 SLOW_S, SLOW_TIMES = 8, 3
-# A measurement's spin at its cap (registry.reruns.harness.timing.LEAD_CAP_CYCLES: 20 ms at 2 GHz)
-# took the host 10 ms or more to queue one call; the spin may not have covered the host's pace.
-LEAD_CAP_CYCLES = 40_000_000
 ROOT = Path(__file__).resolve().parent.parent
 FOLDER = ROOT / "registry" / "data" / "controlled-runs"
 
@@ -195,7 +192,8 @@ def _host_paced(job: dict) -> bool:
     sampling = job.get("sampling") or {}
     if isinstance(sampling.get("host_paced_samples"), int):
         return timing.median_host_paced(sampling["host_paced_samples"], len(job.get("samples") or []))
-    return (sampling.get("lead_cycles") or 0) >= LEAD_CAP_CYCLES
+    # A spin at its cap (20 ms at 2 GHz) may not have covered the host's pace.
+    return (sampling.get("lead_cycles") or 0) >= timing.LEAD_CAP_CYCLES
 
 
 def _duration(job: dict) -> float | None:
