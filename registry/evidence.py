@@ -14,10 +14,10 @@ from functools import cached_property
 from django.db.models import Prefetch, Q
 from scipy import stats
 
-from registry.models import BenchmarkRun, JobKind, JobState, Metric, RerunJob
+from registry.models import BenchmarkRun, JobKind, JobState, Metric, RerunJob, Verdict
 from registry.reruns.harness.kernels import missed_upstream_warmup
 from registry.reruns.harness.timing import LEAD_CAP_CYCLES, LEAD_MAX_S, median_host_paced
-from registry.reruns.judgement import judged_samples
+from registry.reruns.judgement import SETTLE_MAX, judged_samples
 from registry.sampleplot import PlotRow, SamplePlot
 
 # The job columns the run page and the run API never show (a measure job's log runs to kB).
@@ -285,12 +285,22 @@ class JobEvidence:
         return self.job.verdict or ""
 
     @property
+    def tolerance_text(self) -> str:
+        """ "±2%"; "the tolerance" where the job recorded none."""
+        return f"±{self.tolerance * 100:g}%" if self.tolerance is not None else "the tolerance"
+
+    @property
+    def deviation_text(self) -> str:
+        """The difference of medians, "+1.90%"; "unknown" without one."""
+        deviation = number(self.job.deviation)
+        return "unknown" if deviation is None else percent(deviation)
+
+    @property
     def verdict_summary(self) -> str:
         """ "agrees: +0.30% (95% interval −0.40% to +1.00%), within ±2%"."""
-        deviation, interval, tolerance = number(self.job.deviation), self.deviation_interval, self.tolerance
+        deviation, interval, bound = number(self.job.deviation), self.deviation_interval, self.tolerance_text
         if deviation is None:
             return "no result to compare"
-        bound = f"±{tolerance * 100:g}%" if tolerance is not None else "the tolerance"
         if not self.verdict:
             return f"no verdict: {percent(deviation)}, judged by the older fixed tolerance of {bound}"
         text = f"{self.verdict}: {percent(deviation)}"
@@ -338,6 +348,22 @@ class RunEvidence:
     @property
     def any(self) -> bool:
         return self.measurement is not None or bool(self.reruns)
+
+    @property
+    def unsettled(self) -> list[JobEvidence]:
+        """The judged reruns on other cards than the measurement's, when every one of them is
+        `inconclusive`: the run's median moves between cards by about the tolerance."""
+        elsewhere = [r for r in self.reruns if r.same_gpu is False and r.verdict]
+        return elsewhere if all(r.verdict == Verdict.INCONCLUSIVE for r in elsewhere) else []
+
+    @property
+    def settle_max(self) -> int:
+        return SETTLE_MAX
+
+    @property
+    def unsettled_for_good(self) -> bool:
+        """As many such verdicts as a sweep asks for: no sweep reruns the run again."""
+        return len(self.unsettled) >= SETTLE_MAX
 
 
 def run_evidence(run: BenchmarkRun, jobs: list[RerunJob]) -> RunEvidence:

@@ -13,6 +13,9 @@ from registry.reruns.harness import MEMORY_FAMILY, stats
 
 SAMPLES_LIMIT = 20_000  # the most samples one result may carry
 UPSTREAM_MEMORY_PASSES = 10  # utils._test_memory's passes, one peak read after each
+# A run whose reruns on other cards were all `inconclusive` is rerun once more by a later sweep,
+# until it has this many such verdicts; then it stays inconclusive, its page saying so.
+SETTLE_MAX = 3
 # Runs whose own samples a rerun is compared with (KernelIndex's protocols).
 CONTROLLED_FAMILIES = (
     "kernelindex/cuda-v1",

@@ -33,6 +33,7 @@ from registry.reruns.harness import KERNELS, local_gpus, protocol_for
 from registry.reruns.harness.cache import harness_ready
 from registry.reruns.harness.kernels import missed_upstream_warmup, upstream_warmup_for
 from registry.reruns.harness.spec import Refused, plan_for
+from registry.reruns.judgement import SETTLE_MAX
 from registry.reruns.services import JobRefused, job_cancel, measure_request, rerun_request
 from registry.reruns.services.worker import job_spec
 from registry.reruns.sweep_timeouts import (
@@ -69,9 +70,6 @@ JOB_TIMEOUT_S = 360
 STUCK_GRACE_S = 120
 LOG_TAIL = 3000  # characters of a worker's log that the sweep shows when the worker exits
 VISIBILITY_MARGIN_S = 240  # the task's hard limit is JOB_HARNESS_TIMEOUT + 180 s (tasks.py)
-# A run whose reruns on other cards were all `inconclusive` is rerun once more by a later sweep,
-# until it has this many such verdicts; then it stays inconclusive, its page showing every verdict.
-SETTLE_MAX = 3
 
 
 @dataclass(frozen=True)

@@ -213,6 +213,41 @@ class TestVerdicts:
         assert section.count('data-notice="same-card"') == 1
         assert "that takes a rerun on another card" in section
 
+    def test_a_run_no_other_card_could_settle_says_so_and_whether_a_sweep_tries_again(self, client, run):
+        from registry.reruns.judgement import SETTLE_MAX
+
+        measure(run, count=40)
+        rerun(run, verdict="agrees", same_gpu=True)  # the measuring card's verdict does not count
+        for deviation in (0.019, -0.021):
+            rerun(
+                run,
+                verdict="inconclusive",
+                deviation=deviation,
+                interval=(deviation - 0.01, deviation + 0.01),
+            )
+
+        section = evidence_section(page(client, run))
+
+        assert section.count('data-notice="unsettled"') == 1
+        assert "All 2 of its reruns on other cards are <em>inconclusive</em>" in section
+        assert "(difference of medians −2.10%, +1.90%; tolerance ±2%)" in section
+        assert f"A later sweep reruns it on another card, up to {SETTLE_MAX} such reruns." in section
+
+        for _ in range(SETTLE_MAX - 2):
+            rerun(run, verdict="inconclusive", deviation=0.018, interval=(0.01, 0.026))
+        section = evidence_section(page(client, run))
+
+        assert f"All {SETTLE_MAX} of its reruns on other cards" in section
+        assert f"no more than {SETTLE_MAX} such reruns, so the run stays <em>measured</em>" in section
+        assert "A later sweep reruns it" not in section
+
+    def test_a_run_another_card_settled_has_no_unsettled_notice(self, client, run):
+        measure(run, count=40)
+        rerun(run, verdict="inconclusive", deviation=0.019, interval=(0.009, 0.029))
+        rerun(run, verdict="disagrees", deviation=0.05, interval=(0.04, 0.06))
+
+        assert 'data-notice="unsettled"' not in evidence_section(page(client, run))
+
     def test_the_job_page_reads_the_verdict_not_the_state(self, client, run):
         measure(run, count=40)
         said = {}
