@@ -352,7 +352,7 @@ class RunEvidence:
     @property
     def unsettled(self) -> list[JobEvidence]:
         """The judged reruns on other cards than the measurement's, when every one of them is
-        `inconclusive`: the run's median moves between cards by about the tolerance."""
+        `inconclusive`: none says whether the run reproduces on another card."""
         elsewhere = [r for r in self.reruns if r.same_gpu is False and r.verdict]
         return elsewhere if all(r.verdict == Verdict.INCONCLUSIVE for r in elsewhere) else []
 
