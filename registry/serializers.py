@@ -156,6 +156,16 @@ class SpeedOfLightSerializer(serializers.Serializer):
         return super().to_representation(instance) if instance else None
 
 
+class UnsettledSerializer(serializers.Serializer):
+    """A run whose every judged rerun on another card than the measurement's is `inconclusive`."""
+
+    reruns = serializers.IntegerField(help_text="Its inconclusive reruns on other cards.")
+    sweep_reruns_again = serializers.BooleanField(
+        help_text="Whether a later sweep reruns it on another card: it does until a run has had "
+        "SETTLE_MAX (3) such verdicts."
+    )
+
+
 class RunListSerializer(serializers.ListSerializer):
     """Reads the standing of every run of the list at once (rank_status.attach: two queries)."""
 
@@ -178,6 +188,7 @@ class RunSerializer(serializers.ModelSerializer):
     manifest_url = serializers.SerializerMethodField()
     measurement = serializers.SerializerMethodField()
     reruns = serializers.SerializerMethodField()
+    unsettled = serializers.SerializerMethodField()
     speed_of_light = SpeedOfLightSerializer(read_only=True, allow_null=True)
     sol_percent = serializers.FloatField(
         read_only=True,
@@ -289,6 +300,7 @@ class RunSerializer(serializers.ModelSerializer):
             "manifest_url",
             "measurement",
             "reruns",
+            "unsettled",
             "speed_of_light",
             "sol_percent",
             "sol_percent_measured",
@@ -313,6 +325,14 @@ class RunSerializer(serializers.ModelSerializer):
     def get_reruns(self, run):
         """Its finished controlled reruns, newest first, each with its verdict."""
         return ControlledJobSerializer(run_evidence_of(run).reruns, many=True).data
+
+    @extend_schema_field(UnsettledSerializer(allow_null=True))
+    def get_unsettled(self, run):
+        """Set when every judged rerun on another card is inconclusive (null otherwise)."""
+        evidence = run_evidence_of(run)
+        if not evidence.unsettled:
+            return None
+        return {"reruns": len(evidence.unsettled), "sweep_reruns_again": not evidence.unsettled_for_good}
 
 
 class KernelSerializer(serializers.ModelSerializer):

@@ -232,6 +232,8 @@ class TestVerdicts:
         assert "All 2 of its reruns on other cards are <em>inconclusive</em>" in section
         assert "(difference of medians −2.10%, +1.90%; tolerance ±2%)" in section
         assert f"A later sweep reruns it on another card, up to {SETTLE_MAX} such reruns." in section
+        api = client.get(reverse("run-detail", args=[run.pk])).json()
+        assert api["unsettled"] == {"reruns": 2, "sweep_reruns_again": True}
 
         for _ in range(SETTLE_MAX - 2):
             rerun(run, verdict="inconclusive", deviation=0.018, interval=(0.01, 0.026))
@@ -240,6 +242,8 @@ class TestVerdicts:
         assert f"All {SETTLE_MAX} of its reruns on other cards" in section
         assert f"no more than {SETTLE_MAX} such reruns, so the run stays <em>measured</em>" in section
         assert "A later sweep reruns it" not in section
+        api = client.get(reverse("run-detail", args=[run.pk])).json()
+        assert api["unsettled"] == {"reruns": SETTLE_MAX, "sweep_reruns_again": False}
 
     def test_a_run_another_card_settled_has_no_unsettled_notice(self, client, run):
         measure(run, count=40)
@@ -247,6 +251,7 @@ class TestVerdicts:
         rerun(run, verdict="disagrees", deviation=0.05, interval=(0.04, 0.06))
 
         assert 'data-notice="unsettled"' not in evidence_section(page(client, run))
+        assert client.get(reverse("run-detail", args=[run.pk])).json()["unsettled"] is None
 
     def test_the_job_page_reads_the_verdict_not_the_state(self, client, run):
         measure(run, count=40)
