@@ -27,7 +27,7 @@ from django.conf import settings
 from django.db.models import Max, Min
 from django.utils import timezone
 
-from registry.models import BenchmarkRun, JobKind, JobState, Kernel, RerunJob, Workload
+from registry.models import BenchmarkRun, EvidenceLevel, JobKind, JobState, Kernel, RerunJob, Workload
 from registry.reruns import controlled
 from registry.reruns.harness import KERNELS, local_gpus, protocol_for
 from registry.reruns.harness.cache import harness_ready
@@ -221,8 +221,9 @@ def progress(
     one-card host left for another card; runs rerun so far only on the card that measured them;
     older-protocol runs without a verdict) and the jobs left, a measure job and its rerun for
     each target still to measure; targets a sweep would not try under `job_timeout_s`, since a job
-    of theirs ran past it or out of memory (`out`'s timeouts file), are counted apart. Per kernel
-    too, in the order `targets` gives."""
+    of theirs ran past it or out of memory (`out`'s timeouts file), are counted apart. Then how the
+    measured targets stand: `reproduced`, and those left `inconclusive` after the most reruns a
+    sweep sends to settle them (SETTLE_MAX). Per kernel too, in the order `targets` gives."""
     todo = targets(gpu_slug=gpu_slug, kernels=kernels)
     wanted = set(todo)
     by_target = {
@@ -233,6 +234,14 @@ def progress(
     record = RerunRecord.read(measured)
     own_card_only = _same_card_runs(measured, record, elsewhere_than=set())
     unsettled = _unsettled(measured, record, elsewhere_than=set())
+    # Runs with as many inconclusive verdicts on other cards as a sweep sends: no sweep reruns them.
+    left_inconclusive = [
+        run
+        for run in measured
+        if run.pk in record.measured_on
+        and len(seen := record.elsewhere(run.pk)) >= SETTLE_MAX
+        and set(seen) == {"inconclusive"}
+    ]
     legacy = _legacy_runs(gpu_slug, kernels)
     per_kernel = {}
     for target in todo:
@@ -256,6 +265,8 @@ def progress(
             "inconclusive_on_another_card": len(unsettled),
         },
         "jobs_left": 2 * to_measure + owed,
+        "reproduced": sum(run.evidence_level == EvidenceLevel.REPRODUCED for run in measured),
+        "inconclusive_after_the_most_reruns": len(left_inconclusive),
         "kernels": per_kernel,
     }
 

@@ -15,6 +15,7 @@ from django.urls import reverse
 from registry.models import BenchmarkRun, JobKind, RerunJob
 from registry.reruns import sweep
 from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_load
+from registry.reruns.judgement import SETTLE_MAX
 from registry.services.imports import BUNDLED_LIGER_CSV, liger_import
 
 pytestmark = pytest.mark.django_db
@@ -193,6 +194,24 @@ def test_the_status_says_what_is_measured_which_reruns_are_owed_and_the_jobs_lef
         unsettled["reruns_owed"]["inconclusive_on_another_card"] == owed["inconclusive_on_another_card"] + 1
     )
     assert unsettled["jobs_left"] == before["jobs_left"] + 1
+
+    # Until it has had the most such verdicts a sweep sends: then it is owed nothing, and counted.
+    for card in range(1, SETTLE_MAX):
+        job = RerunJob.objects.get(pk=rerun.pk)
+        job.pk, job.gpu_uuid = None, f"GPU-card-{card}"
+        job.save()
+    settled = status()
+    assert settled["reruns_owed"] == owed
+    assert settled["inconclusive_after_the_most_reruns"] == before["inconclusive_after_the_most_reruns"] + 1
+    assert settled["jobs_left"] == before["jobs_left"]
+    assert (
+        settled["reproduced"]
+        == before["reproduced"]
+        == sum(
+            run.evidence_level == "reproduced"
+            for run in sweep.measured_targets(gpu_slug="nvidia-h200").values()
+        )
+    )
 
 
 def test_the_status_command_reads_the_registry_and_refuses_what_it_cannot_answer(
