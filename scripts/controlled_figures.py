@@ -107,7 +107,7 @@ def main(folder: Path, since: str = "") -> None:
                 other_card += sampling.get("same_gpu") is False
                 by_card[sampling.get("same_gpu")].append(job["verdict"] == "agrees")
                 if run["metric"] == "latency":
-                    differences.append((abs(job["deviation"]), run["median"]))
+                    differences.append((abs(job["deviation"]), run["median"], sampling.get("same_gpu")))
                     if sampling.get("same_gpu") is False:
                         apart.append((abs(job["deviation"]), job["verdict"]))
                         _pair_difference(pairs, jobs, job, run["median"])
@@ -145,12 +145,16 @@ def main(folder: Path, since: str = "") -> None:
         ]
         print(f"  {label:14} " + " / ".join(counts))
     for label, keep in (("1 ms or more", lambda m: m >= 1), ("under 1 ms", lambda m: m < 1)):
-        values = np.array([d for d, median in differences if keep(median)])
-        if values.size:
-            print(
-                f"|difference| of medians, speed workloads {label}: n={values.size}, median {np.median(values):.2%}, "
-                f"95th percentile {np.quantile(values, 0.95):.2%}, within 1%: {(values <= 0.01).mean():.0%}"
+        for same, where in ((None, ""), (True, ", on the same card"), (False, ", on another card")):
+            values = np.array(
+                [d for d, median, on in differences if keep(median) and (same is None or on is same)]
             )
+            if values.size:
+                print(
+                    f"|difference| of medians, speed workloads {label}{where}: n={values.size}, "
+                    f"median {np.median(values):.2%}, 95th percentile {np.quantile(values, 0.95):.2%}, "
+                    f"within 1%: {(values <= 0.01).mean():.0%}"
+                )
     gaps = np.array([gap for gap, _ in apart])
     within = ", ".join(f"{limit:.0%} {np.mean(gaps <= limit):.0%}" for limit in (0.01, 0.02, 0.05))
     print(f"latency reruns on another card, |difference| of medians within: {within} (n={gaps.size})")

@@ -58,6 +58,18 @@ def test_the_readme_gives_the_spread_of_the_slow_workloads(printed):
     text = readme()
     assert f"speed workloads of 1 ms or more ({int(n):,}): median {float(median):.2f}%" in text
     assert f"95th percentile {float(p95):.1f}%; {within}% within 1%" in text
+    for where, words in (
+        ("on the same card", "on the card that measured the run"),
+        ("on another card", "on another card"),
+    ):
+        n, median, p95, within = re.search(
+            rf"1 ms or more, {where}: n=(\d+), median ([\d.]+)%, 95th percentile ([\d.]+)%, within 1%: (\d+)%",
+            printed,
+        ).groups()
+        assert (
+            f"{words} ({int(n):,}), median {float(median):.2f}%, 95th percentile {float(p95):.1f}%, "
+            f"{within}% within 1%" in text
+        )
 
 
 def test_the_readme_gives_how_far_apart_the_medians_on_two_cards_lie(printed):
