@@ -14,10 +14,10 @@ from functools import cached_property
 from django.db.models import Prefetch, Q
 from scipy import stats
 
-from registry.models import BenchmarkRun, JobKind, JobState, Metric, RerunJob, Verdict
+from registry.models import BenchmarkRun, JobKind, JobState, Metric, RerunJob
 from registry.reruns.harness.kernels import missed_upstream_warmup
 from registry.reruns.harness.timing import LEAD_CAP_CYCLES, LEAD_MAX_S, median_host_paced
-from registry.reruns.judgement import SETTLE_MAX, judged_samples
+from registry.reruns.judgement import SETTLE_MAX, judged_samples, settle_reruns_left
 from registry.sampleplot import PlotRow, SamplePlot
 
 # The job columns the run page and the run API never show (a measure job's log runs to kB).
@@ -354,7 +354,7 @@ class RunEvidence:
         """The judged reruns on other cards than the measurement's, when every one of them is
         `inconclusive`: none says whether the run reproduces on another card."""
         elsewhere = [r for r in self.reruns if r.same_gpu is False and r.verdict]
-        return elsewhere if all(r.verdict == Verdict.INCONCLUSIVE for r in elsewhere) else []
+        return elsewhere if settle_reruns_left([r.verdict for r in elsewhere]) is not None else []
 
     @property
     def settle_max(self) -> int:
@@ -363,7 +363,7 @@ class RunEvidence:
     @property
     def unsettled_for_good(self) -> bool:
         """As many such verdicts as a sweep asks for: no sweep reruns the run again."""
-        return len(self.unsettled) >= SETTLE_MAX
+        return settle_reruns_left([r.verdict for r in self.unsettled]) == 0
 
 
 def run_evidence(run: BenchmarkRun, jobs: list[RerunJob]) -> RunEvidence:

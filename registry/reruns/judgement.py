@@ -101,6 +101,15 @@ def difference_interval(new: stats.Side, old: stats.Side, *, metric: str, spread
     return stats.difference_interval(new, old, spread_from=spread_from, batched=metric == Metric.LATENCY)
 
 
+def settle_reruns_left(verdicts: list[str]) -> int | None:
+    """For a run's verdicts on other cards than the one that measured it: None unless there is one
+    or more and every one is `inconclusive`; else how many more reruns a sweep sends to settle the
+    run (none once it has had SETTLE_MAX). The sweep and the run's page both read this."""
+    if not verdicts or set(verdicts) != {Verdict.INCONCLUSIVE}:
+        return None
+    return max(SETTLE_MAX - len(verdicts), 0)
+
+
 def judgement_note(judged: Judgement, *, subject: str) -> str:
     compared = "KernelIndex-protocol samples" if judged.basis == "samples" else "upstream's do_bench figure"
     interval = (

@@ -6,7 +6,7 @@ A rerun on the card that measured cannot make a run `reproduced` (models.raises_
 with one card leaves the runs it measured for the next host with another card, and spends its
 time on new measurements and on the reruns other cards left (`same_card=True` reruns here anyway).
 Last, when nothing else is left, it reruns the runs whose every rerun on another card came out
-`inconclusive`, since another rerun may settle them (at most SETTLE_MAX such verdicts a run).
+`inconclusive`, since another rerun may settle them (at most judgement.SETTLE_MAX such verdicts a run).
 
 `python manage.py controlled_sweep --out DIR` (docs/reruns.md). Resumable: the runs already in
 this database or in DIR (loaded first) are not measured again, so a sweep cut short by its
@@ -33,7 +33,7 @@ from registry.reruns.harness import KERNELS, local_gpus, protocol_for
 from registry.reruns.harness.cache import harness_ready
 from registry.reruns.harness.kernels import missed_upstream_warmup, upstream_warmup_for
 from registry.reruns.harness.spec import Refused, plan_for
-from registry.reruns.judgement import SETTLE_MAX
+from registry.reruns.judgement import settle_reruns_left
 from registry.reruns.services import JobRefused, job_cancel, measure_request, rerun_request
 from registry.reruns.services.worker import job_spec
 from registry.reruns.sweep_timeouts import (
@@ -238,9 +238,7 @@ def progress(
     left_inconclusive = [
         run
         for run in measured
-        if run.pk in record.measured_on
-        and len(seen := record.elsewhere(run.pk)) >= SETTLE_MAX
-        and set(seen) == {"inconclusive"}
+        if run.pk in record.measured_on and settle_reruns_left(record.elsewhere(run.pk)) == 0
     ]
     legacy = _legacy_runs(gpu_slug, kernels)
     per_kernel = {}
@@ -535,7 +533,7 @@ def _unsettled(
     return [
         run
         for run in _rerunnable_here(runs, record, elsewhere_than)
-        if 0 < len(seen := record.elsewhere(run.pk)) < SETTLE_MAX and set(seen) == {"inconclusive"}
+        if settle_reruns_left(record.elsewhere(run.pk))
     ]
 
 

@@ -10,7 +10,7 @@ from collections import defaultdict
 import pytest
 
 from registry.models import BenchmarkRun, JobKind, JobState, RerunJob
-from registry.reruns import controlled, sweep
+from registry.reruns import controlled, judgement, sweep
 from registry.reruns.sweep_timeouts import timeouts_read
 from tests.faults.support import small_cpu_rows
 from tests.reruns.conftest import csv_import
@@ -173,11 +173,11 @@ def test_a_sweep_measures_reruns_judges_and_exports_then_resumes_where_it_stoppe
     RerunJob.objects.filter(kind=JobKind.RERUN, run=first_two[0]).update(
         gpu_uuid="GPU-card-B", verdict="inconclusive"
     )
-    assert extra < sweep.SETTLE_MAX and unsettled(first_two, {"GPU-card-C"}) == first_two
-    settle_max = sweep.SETTLE_MAX
-    monkeypatch.setattr(sweep, "SETTLE_MAX", extra)
+    assert extra < judgement.SETTLE_MAX and unsettled(first_two, {"GPU-card-C"}) == first_two
+    settle_max = judgement.SETTLE_MAX
+    monkeypatch.setattr(judgement, "SETTLE_MAX", extra)
     assert unsettled(first_two, {"GPU-card-C"}) == [first_two[1]]
-    monkeypatch.setattr(sweep, "SETTLE_MAX", settle_max)
+    monkeypatch.setattr(judgement, "SETTLE_MAX", settle_max)
     monkeypatch.setattr(sweep, "local_gpus", lambda: (("cpu", "GPU-card-C"),))
 
     fourth = sweep.sweep(gpu_slug="cpu", gpus=1, out=out, deadline_s=DEADLINE_S, limit=3, log=print)
