@@ -9,12 +9,14 @@ from datetime import timedelta
 
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from attestations import services
 from attestations.forms import ReasonForm
@@ -26,7 +28,7 @@ from attestations.models import (
     IssueReportState,
 )
 from attestations.reproduction_files import environment_rows
-from registry.admin import ReadOnlyAdminMixin
+from registry.admin import ReadOnlyAdminMixin, figure, search_with_id
 from registry.reruns.admin import has_request_rerun_permission, request_limited
 from registry.reruns.services.request import JobRefused
 
@@ -40,11 +42,16 @@ class QueueFilter(admin.SimpleListFilter):
     options: list[tuple[str, str]] = []
     states: dict[str, list[str]] = {}
 
+    def __init__(self, request, params, model, model_admin):
+        # A search looks through every state: a run's id finds its decided submissions too.
+        self.searching = bool(request.GET.get("q", "").strip())
+        super().__init__(request, params, model, model_admin)
+
     def lookups(self, request, model_admin):
         return self.options
 
     def current(self) -> str:
-        return self.value() or self.default
+        return self.value() or ("all" if self.searching else self.default)
 
     def choices(self, changelist):
         for lookup, title in self.lookup_choices:
@@ -200,19 +207,28 @@ class ModerationAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                 ]
         return super().change_view(request, object_id, form_url, {**(extra_context or {}), **extra})
 
-    @admin.display(description="run", ordering="run__external_id")
+    def get_search_results(self, request, queryset, search_term):
+        return search_with_id(super(), request, queryset, search_term, "run_id")
+
+    @admin.display(description="run", ordering="run_id")
     def run_link(self, obj):
         url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist")
         return format_html(
-            '<a href="{}?run__id__exact={}&state=all" title="All for this run">{}</a>',
+            '<a href="{}?run__id__exact={}&state=all" title="{}">run #{}</a>',
             url,
             obj.run_id,
             obj.run.external_id,
+            obj.run_id,
         )
 
     @admin.display(description="public page")
     def run_page(self, obj):
         return format_html('<a href="{}">{}</a>', obj.run.get_absolute_url(), obj.run.external_id)
+
+
+# The admin's home leads a moderator to the work: the queues with their counts, stale and unserved
+# jobs, and a link to operations (attestations/templatetags/admin_home.py gives the figures).
+admin.site.index_template = "admin/moderation_index.html"
 
 
 @admin.register(Attestation)
@@ -242,7 +258,7 @@ class AttestationAdmin(ModerationAdmin):
         "state",
         "author",
         "run_link",
-        "median",
+        "median_shown",
         "unit",
         "gpu_product",
         "verdict",
@@ -259,6 +275,9 @@ class AttestationAdmin(ModerationAdmin):
     ]
     list_select_related = ["author", "run"]
     search_fields = ["run__external_id", "author__username", "author__email", "text", "gpu_product"]
+    search_hint = (
+        "A run's id (1234 or #1234) finds its submissions in every state; or a user, GPU or words."
+    )
     ordering = ["created_at", "pk"]
     actions = ["approve_selected", "reject_selected", "rerun_disagreeing"]
     fields = [
@@ -277,7 +296,7 @@ class AttestationAdmin(ModerationAdmin):
         "gpu_product",
         ("driver_version", "cuda_version", "torch_version", "triton_version", "liger_version"),
         "harness",
-        "links",
+        "links_shown",
         "text",
         "rejection_reason",
         ("decided_by", "decided_at"),
@@ -321,6 +340,20 @@ class AttestationAdmin(ModerationAdmin):
                 continue
             self.message_user(request, f"{attestation}: rerun job #{job.pk} queued.", messages.SUCCESS)
         return None
+
+    @admin.display(description="median", ordering="median")
+    def median_shown(self, obj):
+        return figure(obj.median)
+
+    @admin.display(description="links")
+    def links_shown(self, obj):
+        if not obj.links:
+            return "—"
+        return format_html_join(
+            mark_safe("<br>"),
+            '<a href="{}" rel="nofollow noopener">{}</a>',
+            ((link, link) for link in obj.links),
+        )
 
     @admin.display(description="checks of the result file")
     def file_checks(self, obj):
@@ -373,6 +406,7 @@ class IssueReportAdmin(ModerationAdmin):
     ]
     list_select_related = ["reporter", "run"]
     search_fields = ["run__external_id", "reporter__username", "reporter__email", "description"]
+    search_hint = "A run's id (1234 or #1234) finds its reports in every state; or a user or words."
     ordering = ["created_at", "pk"]
     actions = ["acknowledge_selected", "resolve_selected", "dismiss_selected"]
     fields = [
@@ -407,12 +441,35 @@ class IssueReportAdmin(ModerationAdmin):
         return self._bulk(request, queryset, IssueReportState.DISMISSED)
 
 
+class AuditTypeFilter(admin.SimpleListFilter):
+    """The kinds of object the log holds entries about, not every model the site has."""
+
+    title = "about"
+    parameter_name = "type"
+
+    def lookups(self, request, model_admin):
+        held = AuditEntry.objects.order_by().values_list("content_type", flat=True).distinct()
+        types = ContentType.objects.filter(pk__in=held)
+        choices = (
+            (
+                str(ct.pk),
+                str(ct.model_class()._meta.verbose_name).capitalize() if ct.model_class() else ct.model,
+            )
+            for ct in types
+        )
+        return sorted(choices, key=lambda item: item[1])
+
+    def queryset(self, request, queryset):
+        value = self.value()
+        return queryset.filter(content_type_id=int(value)) if value and value.isdigit() else queryset
+
+
 @admin.register(AuditEntry)
 class AuditEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     """Read-only for everyone, superusers included: the log is never edited nor deleted."""
 
     list_display = ["created_at", "actor_name", "action", "object_link", "from_state", "to_state", "reason"]
-    list_filter = ["action", "content_type", "created_at"]
+    list_filter = ["action", AuditTypeFilter, "created_at"]
     search_fields = ["object_repr", "reason", "actor__username"]
     list_select_related = ["actor", "content_type"]
     date_hierarchy = "created_at"

@@ -124,6 +124,14 @@ class Attestation(models.Model):
             models.UniqueConstraint(
                 fields=["author", "content_digest"], name="attestation_unique_content_per_author"
             ),
+            # One measurement counts once: a result file (its digest) is filed once per run,
+            # whoever files it; a rejected filing does not count.
+            models.UniqueConstraint(
+                fields=["run", "content_digest"],
+                condition=models.Q(origin=AttestationOrigin.FILE)
+                & ~models.Q(state=AttestationState.REJECTED),
+                name="one_filing_per_result_file",
+            ),
             models.CheckConstraint(
                 condition=models.Q(kind=AttestationKind.NOTE)
                 | (

@@ -9,6 +9,7 @@ it (`services.reproduction_file_submit`) stores the file, in one transaction, on
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -18,11 +19,26 @@ from registry.digests import digest
 from registry.models import BenchmarkRun
 from registry.reruns.judgement import SAMPLES_LIMIT
 from registry.reruns.kit.result import ENVIRONMENT_FIELDS, FIELDS, FORMAT, content_digest
-from registry.reruns.reproduce import run_spec_digest
+from registry.reruns.reproduce import harness_refusal, run_spec, run_spec_digest
 from registry.reruns.services.measured_run import SOFTWARE_KEYS
 
 SAMPLES_MIN = 10  # one batch of the timing loop; memory takes 10 peaks
 SAMPLE_BOUNDS = {"ms": 3_600_000.0, "MB": 10_000_000.0}  # an hour a call; 10 TB of memory
+# No GPU or CPU call takes under a nanosecond, and no peak is under a byte.
+SAMPLE_FLOORS = {"ms": 1e-6, "MB": 1e-6}
+FLOOR_NAMES = {"ms": "a nanosecond", "MB": "a byte"}
+# Bounds on the document as a whole, checked on the text before it is parsed (json.loads recurses
+# once per level, and Python refuses integers of more than 4,300 digits with a ValueError), then on
+# every value parsed: the kit writes nothing nested deeper than a few levels, no integer beyond
+# RFC 8785's exact range (the spec's digest is taken by rfc8785, which refuses them), and no
+# figure beyond 1e15 in any unit.
+DEPTH_LIMIT = 16
+NUMBER_TEXT_LIMIT = 40
+INTEGER_LIMIT = 2**53 - 1
+NUMBER_BOUND = 1e15
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_BRACKETS = re.compile(r"[\[\]{}]")
+_NUMBERS = re.compile(r"[-+0-9.eE]+")
 TEXT_LIMIT = 200
 DEVICES = ("cpu", "cuda")
 UPSTREAM_FIELDS = ("median", "p20", "p80")
@@ -43,10 +59,12 @@ class CheckedFile:
 
 def result_file_check(*, run: BenchmarkRun, content: bytes) -> CheckedFile:
     """The checked file, or ValidationError({"file": ["<field>: <what is wrong>"]})."""
+    _judgeable(run)
     limit = settings.REPRODUCTION_FILE_MAX_BYTES
     if len(content) > limit:
         _refuse(f"file: {len(content):,} bytes; at most {limit:,} are accepted (REPRODUCTION_FILE_MAX_BYTES)")
     document = _parsed(content)
+    _plain(document, "")
     _fields(document)
     if document["format"] != FORMAT:
         _refuse(f"format: {document['format']!r} is not {FORMAT!r}, the format this site reads")
@@ -60,7 +78,7 @@ def result_file_check(*, run: BenchmarkRun, content: bytes) -> CheckedFile:
     checks += _spec_checks(run, document)
     samples = _samples(run, document)
     checks.append(_passed("samples", f"{len(samples)} samples in {run.unit}, each positive and finite"))
-    _shapes(document)
+    _shapes(document, run.unit)
     environment = document["environment"]
     comparable = environment.get("gpu_slug") == run.environment.slug and (
         (document["device"] == "cpu") == (run.environment.slug == "cpu")
@@ -75,6 +93,29 @@ def result_file_check(*, run: BenchmarkRun, content: bytes) -> CheckedFile:
         }
     )
     return CheckedFile(document=document, samples=samples, comparable=comparable, checks=checks)
+
+
+def _judgeable(run: BenchmarkRun) -> None:
+    """A file is judged against a current run the harness can run: a superseded run's file names
+    the run that replaced it, a withdrawn run's says no run replaces it, and a run the harness
+    refuses (a CPU memory run, a kernel not mapped) says why."""
+    if run.superseded_by_id is not None:
+        current = run.superseded_by
+        while current.superseded_by_id is not None:
+            current = current.superseded_by
+        state = "withdrawn too" if current.withdrawn else f"current: {current.get_absolute_url()}"
+        _refuse(
+            f"run: run {run.pk} is superseded by run {current.pk} (its source published a newer value of "
+            f"the same row; run {current.pk} is {state}); reproduce that run instead"
+        )
+    if run.withdrawn:
+        _refuse(
+            f"run: run {run.pk} is withdrawn (its source no longer lists it) and no current run replaces it; "
+            "no result file is taken for it"
+        )
+    refusal = harness_refusal(run_spec(run)["job"])
+    if refusal:
+        _refuse(f"run: the harness cannot run this run ({refusal}), so no file can reproduce it")
 
 
 def environment_rows(run: BenchmarkRun, environment: dict) -> list[tuple[str, str, str]]:
@@ -98,13 +139,13 @@ def environment_rows(run: BenchmarkRun, environment: dict) -> list[tuple[str, st
 
 
 def _parsed(content: bytes) -> dict:
-    def no_constant(name):
-        raise ValueError(f"{name} is not a number JSON allows")
-
     try:
-        document = json.loads(content.decode("utf-8"), parse_constant=no_constant)
+        text = content.decode("utf-8")
     except UnicodeDecodeError:
         _refuse("file: not UTF-8 text; upload the JSON file the kit wrote")
+    _shallow(text)
+    try:
+        document = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
     except json.JSONDecodeError as exc:
         _refuse(f"file: not a JSON document (line {exc.lineno}, column {exc.colno}: {exc.msg})")
     except ValueError as exc:
@@ -112,6 +153,63 @@ def _parsed(content: bytes) -> dict:
     if not isinstance(document, dict):
         _refuse("file: must be a JSON object, as the kit writes it")
     return document
+
+
+def _shallow(text: str) -> None:
+    """Depth and number length, read from the text with its strings blanked, before parsing."""
+    bare = _STRINGS.sub('""', text)
+    depth = 0
+    for bracket in _BRACKETS.finditer(bare):
+        depth += 1 if bracket.group() in "[{" else -1
+        if depth > DEPTH_LIMIT:
+            _refuse(f"file: nested more than {DEPTH_LIMIT} levels deep; the kit writes no such file")
+    for number in _NUMBERS.finditer(bare):
+        if len(number.group()) > NUMBER_TEXT_LIMIT:
+            _refuse(
+                f"file: a number written with {len(number.group()):,} digits; "
+                f"at most {NUMBER_TEXT_LIMIT} are accepted"
+            )
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is beyond what a 64-bit float holds")
+    return value
+
+
+def _plain(value, path: str) -> None:
+    """Every key and string free of NUL and lone surrogates (PostgreSQL's text and jsonb refuse
+    them, and UTF-8 cannot encode a surrogate); every number finite, bounded, and every integer in
+    RFC 8785's exact range. The kit writes nothing else."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _plain_text(key, f"{path} key" if path else "key")
+            _plain(item, f"{path}.{key}" if path else key)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _plain(item, f"{path}[{index}]")
+    elif isinstance(value, str):
+        _plain_text(value, path)
+    elif isinstance(value, bool) or value is None:
+        return
+    elif isinstance(value, int) and abs(value) > INTEGER_LIMIT:
+        _refuse(f"{path}: an integer beyond ±(2**53 − 1), the range canonical JSON (RFC 8785) holds exactly")
+    elif isinstance(value, float) and not abs(value) <= NUMBER_BOUND:
+        _refuse(f"{path}: {value:g} is beyond the bound of {NUMBER_BOUND:g} on any figure")
+
+
+def _plain_text(value: str, path: str) -> None:
+    if "\x00" in value:
+        _refuse(f"{path}: contains a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        _refuse(f"{path}: contains a lone surrogate (\\ud800–\\udfff), which is not text")
 
 
 def _fields(document: dict) -> None:
@@ -160,6 +258,7 @@ def _samples(run: BenchmarkRun, document: dict) -> list[float]:
     if not SAMPLES_MIN <= len(samples) <= SAMPLES_LIMIT:
         _refuse(f"samples: {len(samples)} samples; between {SAMPLES_MIN} and {SAMPLES_LIMIT:,} are accepted")
     bound = SAMPLE_BOUNDS[run.unit] if run.unit in SAMPLE_BOUNDS else math.inf
+    floor = SAMPLE_FLOORS.get(run.unit, 0.0)
     for index, value in enumerate(samples):
         if (
             isinstance(value, bool)
@@ -170,16 +269,17 @@ def _samples(run: BenchmarkRun, document: dict) -> list[float]:
             _refuse(f"samples[{index}]: {value!r} is not a positive finite number")
         if value > bound:
             _refuse(f"samples[{index}]: {value:g} {run.unit} is above the bound of {bound:,.0f} {run.unit}")
+        if value < floor:
+            _refuse(
+                f"samples[{index}]: {value:g} {run.unit} is under {FLOOR_NAMES[run.unit]} "
+                f"({floor:g} {run.unit}), which no call takes"
+            )
     return [float(value) for value in samples]
 
 
-def _shapes(document: dict) -> None:
+def _shapes(document: dict, unit: str) -> None:
     """The descriptive fields: known keys, plain values, bounded text."""
-    upstream = _object(document, "upstream")
-    if upstream and (
-        set(upstream) != set(UPSTREAM_FIELDS) or not all(_positive(upstream[k]) for k in UPSTREAM_FIELDS)
-    ):
-        _refuse("upstream: must be empty or upstream's median, p20 and p80, each a positive number")
+    _upstream(_object(document, "upstream"), unit)
     environment = _object(document, "environment")
     unknown = sorted(set(environment) - set(ENVIRONMENT_FIELDS))
     if unknown:
@@ -187,9 +287,13 @@ def _shapes(document: dict) -> None:
     for key, value in environment.items():
         _scalar(f"environment.{key}", value)
     for key, value in _object(document, "sampling").items():
-        if isinstance(value, list):
-            if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in value):
-                _refuse(f"sampling.{key}: a list of numbers only")
+        if key == "blocks" and isinstance(value, list):
+            # The harness's independent blocks (harness/timing.py): one object of figures each,
+            # with its GPU state's ranges one level further down.
+            for index, block in enumerate(value):
+                _plain_object(f"sampling.blocks[{index}]", block, depth=2)
+        elif isinstance(value, list):
+            _numbers(f"sampling.{key}", value)
         elif not isinstance(value, dict):
             _scalar(f"sampling.{key}", value)
     _object(document, "gpuState")
@@ -200,6 +304,42 @@ def _shapes(document: dict) -> None:
         _text(f"kit.{key}", kit[key])
     for key in ("gpuUuid", "startedAt", "finishedAt"):
         _text(key, document[key], empty=key == "gpuUuid")
+
+
+def _upstream(upstream: dict, unit: str) -> None:
+    """Upstream's figures are judged against the run's, so they are held to the samples' bounds."""
+    if not upstream:
+        return
+    if set(upstream) != set(UPSTREAM_FIELDS) or not all(_positive(upstream[k]) for k in UPSTREAM_FIELDS):
+        _refuse("upstream: must be empty or upstream's median, p20 and p80, each a positive number")
+    bound, floor = SAMPLE_BOUNDS.get(unit, math.inf), SAMPLE_FLOORS.get(unit, 0.0)
+    for key in UPSTREAM_FIELDS:
+        if not floor <= upstream[key] <= bound:
+            _refuse(
+                f"upstream.{key}: {upstream[key]:g} {unit} is outside the bound of "
+                f"{floor:g} to {bound:,.0f} {unit} that any sample is held to"
+            )
+    if not upstream["p20"] <= upstream["median"] <= upstream["p80"]:
+        _refuse("upstream: p20 ≤ median ≤ p80 must hold (they are quantiles of the same calls)")
+
+
+def _numbers(name: str, value: list) -> None:
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in value):
+        _refuse(f"{name}: a list of numbers only")
+
+
+def _plain_object(name: str, value, *, depth: int) -> None:
+    """An object of scalars, lists of scalars and, `depth` levels down, such objects."""
+    if not isinstance(value, dict):
+        _refuse(f"{name}: must be a JSON object")
+    for key, item in value.items():
+        if isinstance(item, dict) and depth > 0:
+            _plain_object(f"{name}.{key}", item, depth=depth - 1)
+        elif isinstance(item, list):
+            for index, element in enumerate(item):
+                _scalar(f"{name}.{key}[{index}]", element)
+        else:
+            _scalar(f"{name}.{key}", item)
 
 
 def _object(document: dict, key: str) -> dict:

@@ -215,7 +215,7 @@ def _run_moderation(user, run_pk: int) -> dict | None:
         return None
     moderates = user.has_perm("attestations.moderate_attestation")
     triages = user.has_perm("attestations.triage_issuereport")
-    can_rerun = user.has_perm("registry.request_rerun")
+    can_rerun = user.has_perm("reruns.request_rerun")
     if not (moderates or triages or can_rerun):
         return None
     return {

@@ -10,17 +10,16 @@ import json
 import math
 from collections.abc import Iterable
 from decimal import Decimal
-from functools import partial
 from numbers import Real
 
 from django.contrib.auth.models import AbstractBaseUser, Group
-from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.validators import URLValidator
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
+from attestations.audit import audit_record
 from attestations.models import (
     LINK_MAX,
     LINKS_MAX,
@@ -31,7 +30,6 @@ from attestations.models import (
     AttestationKind,
     AttestationOrigin,
     AttestationState,
-    AuditEntry,
     IssueReport,
     IssueReportCategory,
     IssueReportState,
@@ -39,12 +37,12 @@ from attestations.models import (
 from attestations.notifications import MODERATORS_GROUP
 from attestations.reproduction_files import result_file_check
 from attestations.selectors import filings_changed
-from attestations.tasks import notify
 from registry.cache import generation_bump
-from registry.models import BenchmarkRun, RerunJob, Verdict
-from registry.reruns.harness import stats
+from registry.models import BenchmarkRun, Verdict
 from registry.reruns.judgement import judgement_note, run_judgement
+from registry.reruns.models import RerunJob
 from registry.reruns.services.request import JobRefused, rerun_request
+from registry.stats import medians
 
 # Machine accounts (a GPU worker's API token, should one ever be issued) read; they never contribute.
 GPU_WORKERS_GROUP = "gpu-workers"
@@ -160,11 +158,12 @@ def reproduction_file_submit(
     if errors:
         raise ValidationError(errors)
     checked = result_file_check(run=run, content=content)
-    median, p20, p80 = stats.quantiles(checked.samples)
-    ci_low, ci_high = stats.median_interval(checked.samples) or (None, None)
+    median, p20, p80 = medians.quantiles(checked.samples)
+    ci_low, ci_high = medians.median_interval(checked.samples) or (None, None)
     digest = checked.document["digest"].removeprefix("sha256:")
     if Attestation.objects.filter(author=author, content_digest=digest).exists():
         raise _duplicate()
+    _filed_once(run, digest)
     environment = checked.document["environment"]
     fields = {
         "kind": AttestationKind.REPRODUCTION,
@@ -184,14 +183,48 @@ def reproduction_file_submit(
         "checks": checked.checks,
         **_file_verdict(run, checked, (median, p20, p80)),
     }
+    _storable(fields)
     try:
         with transaction.atomic():
             attestation = Attestation.objects.create(run=run, author=author, content_digest=digest, **fields)
-    except IntegrityError:
+    except IntegrityError:  # the same file, filed at the same moment by its author or another
+        _filed_once(run, digest)
         raise _duplicate() from None
     filings_changed(user_pk=author.pk)
     _audit(actor=author, target=attestation, action="submitted", to_state=AttestationState.PENDING)
     return attestation
+
+
+def _filed_once(run: BenchmarkRun, digest: str) -> None:
+    """A data-bearing file is one measurement: filed again on its run (by anyone) it would count
+    as a second reproduction. A rejected filing does not count."""
+    earlier = (
+        Attestation.objects.filter(run=run, content_digest=digest, origin=AttestationOrigin.FILE)
+        .exclude(state=AttestationState.REJECTED)
+        .first()
+    )
+    if earlier is not None:
+        raise ValidationError(
+            {
+                "file": [
+                    f"file: this result file is already filed on run {run.pk} as reproduction "
+                    f"#{earlier.pk}; a measurement counts once, whoever files it"
+                ]
+            }
+        )
+
+
+def _storable(fields: dict) -> None:
+    """Serialize before writing: a figure that JSON cannot carry (an infinite deviation from an
+    absurd but finite upstream figure, say) would commit a row whose every page then fails."""
+    try:
+        text = json.dumps(fields, allow_nan=False, default=str)
+    except ValueError:
+        raise ValidationError(
+            {"file": ["file: its figures give a deviation no number can hold; nothing was stored"]}
+        ) from None
+    if "\\u0000" in text:
+        raise ValidationError({"file": ["file: contains a NUL character"]})
 
 
 def _file_verdict(run: BenchmarkRun, checked, figures: tuple) -> dict:
@@ -338,6 +371,7 @@ def attestation_reject(*, attestation: Attestation, moderator: AbstractBaseUser,
 
 def _attestation_decide(attestation, moderator, to_state, reason) -> Attestation:
     current = Attestation.objects.select_for_update().get(pk=attestation.pk)
+    _require_not_own(moderator, current.author_id)
     if current.state not in ATTESTATION_TRANSITIONS[to_state]:
         raise TransitionNotAllowed(
             f"{current} is {current.get_state_display().lower()}; it cannot become {to_state}."
@@ -349,19 +383,8 @@ def _attestation_decide(attestation, moderator, to_state, reason) -> Attestation
         "decided_at": now,
         "rejection_reason": reason if to_state == AttestationState.REJECTED else "",
     }
-    # Conditional: a decision taken meanwhile by another moderator wins, this one fails.
-    if Attestation.objects.filter(pk=current.pk, state=current.state).update(**changes) != 1:
-        raise TransitionNotAllowed(f"{current} was decided by someone else meanwhile.")
-    for name, value in changes.items():
-        setattr(attestation, name, value)
-    _audit(
-        actor=moderator,
-        target=attestation,
-        action=str(to_state),
-        from_state=current.state,
-        to_state=to_state,
-        reason=reason,
-    )
+    # A decision taken meanwhile by another moderator wins, this one fails.
+    _state_set(attestation, current, changes, actor=moderator, reason=reason, meanwhile="decided")
     generation_bump()  # an approved attestation shows on its run's page; a taken-down one no longer does
     return attestation
 
@@ -373,8 +396,8 @@ def reproduction_rerun_request(*, attestation: Attestation, moderator: AbstractB
     audit log. Refused (JobRefused) when it carries no data, does not disagree, or the run
     already has an active rerun."""
     _require_perm(moderator, MODERATE_ATTESTATION)
-    if not moderator.has_perm("registry.request_rerun"):
-        raise PermissionDenied("Requesting reruns takes the registry.request_rerun permission.")
+    if not moderator.has_perm("reruns.request_rerun"):
+        raise PermissionDenied("Requesting reruns takes the reruns.request_rerun permission.")
     if not (attestation.carries_data and attestation.verdict == Verdict.DISAGREES):
         raise JobRefused(f"{attestation} is not a data-bearing reproduction that disagrees with its run.")
     job = rerun_request(
@@ -447,6 +470,8 @@ def issue_report_transition(
     if to_state in REPORT_STATES_NEEDING_RESOLUTION and not resolution:
         raise ValidationError({"resolution": "Say how the report was resolved or why it was dismissed."})
     current = IssueReport.objects.select_for_update().get(pk=report.pk)
+    if moderator is not None:
+        _require_not_own(moderator, current.reporter_id)
     if to_state not in REPORT_TRANSITIONS.get(current.state, set()):
         raise TransitionNotAllowed(
             f"{current} is {current.get_state_display().lower()}; it cannot become {to_state}."
@@ -454,18 +479,7 @@ def issue_report_transition(
     changes = {"state": to_state, "updated_at": timezone.now()}
     if resolution:
         changes["resolution"] = resolution
-    if IssueReport.objects.filter(pk=current.pk, state=current.state).update(**changes) != 1:
-        raise TransitionNotAllowed(f"{current} was changed by someone else meanwhile.")
-    for name, value in changes.items():
-        setattr(report, name, value)
-    _audit(
-        actor=moderator,
-        target=report,
-        action=str(to_state),
-        from_state=current.state,
-        to_state=to_state,
-        reason=resolution,
-    )
+    _state_set(report, current, changes, actor=moderator, reason=resolution, meanwhile="changed")
     return report
 
 
@@ -505,6 +519,12 @@ def _require_perm(user, perm: str) -> None:
         raise PermissionDenied("Only moderators can do this.")
 
 
+def _require_not_own(moderator, submitter_pk: int | None) -> None:
+    """Nobody decides their own submission, superusers included: another moderator must."""
+    if submitter_pk is not None and moderator.pk == submitter_pk:
+        raise PermissionDenied("This is your own submission: another moderator must decide it.")
+
+
 def _reason(value, field: str = "reason") -> str:
     errors: dict[str, list[str]] = {}
     value = _text(value, field, REASON_MAX, errors)
@@ -516,17 +536,23 @@ def _reason(value, field: str = "reason") -> str:
 # --- audit log and notifications ------------------------------------------------------------
 
 
-def _audit(*, actor, target, action: str, from_state: str = "", to_state: str = "", reason: str = ""):
-    entry = AuditEntry.objects.create(
+def _state_set(target, current, changes: dict, *, actor, reason: str, meanwhile: str) -> None:
+    """Compare-and-set, then audit, the one statement of it: write `changes` (with the new
+    `state`) only if the row is still in the state `current` was read in, else refuse (someone
+    else moved it meanwhile); then update `target` in memory and record the move."""
+    model = type(current)
+    if model.objects.filter(pk=current.pk, state=current.state).update(**changes) != 1:
+        raise TransitionNotAllowed(f"{current} was {meanwhile} by someone else meanwhile.")
+    for name, value in changes.items():
+        setattr(target, name, value)
+    _audit(
         actor=actor,
-        content_type=ContentType.objects.get_for_model(target),
-        object_id=target.pk,
-        object_repr=str(target)[:200],
-        action=action,
-        from_state=str(from_state),
-        to_state=str(to_state),
+        target=target,
+        action=str(changes["state"]),
+        from_state=current.state,
+        to_state=changes["state"],
         reason=reason,
     )
-    # robust: a broker that is down must not turn a committed submission into an error page.
-    transaction.on_commit(partial(notify.delay, entry.pk), robust=True)
-    return entry
+
+
+_audit = audit_record  # the services' own name for it

@@ -13,7 +13,7 @@ from rest_framework.authtoken.models import Token
 
 from attestations import ratelimit, selectors, services
 from attestations.forms import AttestationForm, IssueReportForm
-from attestations.models import Attestation, IssueReport
+from attestations.models import Attestation, AttestationKind, IssueReport
 from registry.models import BenchmarkRun
 
 
@@ -67,7 +67,13 @@ def attestation_create(request, pk):
                 "moderator; it appears on the run page once approved.",
             )
             return redirect("attestations:my-submissions")
-    context = {"form": form, "run": run, "run_url": request.build_absolute_uri(run.get_absolute_url())}
+    context = {
+        "form": form,
+        "run": run,
+        "run_url": request.build_absolute_uri(run.get_absolute_url()),
+        # `?kind=note` (the run page's "Add a note"): the form asks for the note only.
+        "only_note": (request.POST or request.GET).get("kind") == AttestationKind.NOTE,
+    }
     return _form_page(request, "attestations/attestation_form.html", context, limited)
 
 
@@ -143,6 +149,12 @@ def account(request):
 @login_required
 @require_POST
 def api_token_regenerate(request):
+    replaced = Token.objects.filter(user=request.user).exists()
     services.api_token_regenerate(user=request.user)
-    messages.success(request, "A new API token was created; the old one no longer works.")
+    messages.success(
+        request,
+        "A new API token was created; the old one no longer works."
+        if replaced
+        else "Your API token was created; it is shown below.",
+    )
     return redirect("attestations:account")

@@ -29,9 +29,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from registry import digests
-from registry.importers import liger
 from registry.ranks import competition_ranks
 from registry.services.imports import BUNDLED_LIGER_CSV
+from registry.sources.liger import importer as liger
 
 VERSIONS = ["0.5.0", "0.6.0", "0.7.0", "0.8.0"]
 # The catalog's GPUs first, then others the importer knows only by name (a valid environment spec

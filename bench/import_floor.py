@@ -27,7 +27,7 @@ import psycopg  # noqa: E402
 
 from bench import common  # noqa: E402
 
-CSV = common.ROOT / "registry" / "data" / "liger-kernel" / "all_benchmark_data.csv"
+CSV = common.ROOT / "registry" / "sources" / "liger" / "data" / "all_benchmark_data.csv"
 
 
 def largest_ids(conn) -> dict[str, int]:

@@ -29,14 +29,10 @@ from urllib.parse import urlsplit, urlunsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.servers import RedisServer, port_free  # noqa: E402
+from bench.servers import RedisServer, free_port  # noqa: E402
 from bench.stack import Stack, data_csv  # noqa: E402
 
 FINISHED = ("succeeded", "diverged", "failed", "cancelled")
-
-
-def free_port(first: int) -> int:
-    return next(port for port in range(first, first + 50) if port_free(port))
 
 
 def server_url(database_url: str) -> str:
@@ -47,8 +43,8 @@ def server_url(database_url: str) -> str:
 class Database:
     """A database of its own on the given server, dropped on exit."""
 
-    def __init__(self, server: str):
-        self.server, self.name = server.rstrip("/"), f"kernelindex_load_{secrets.token_hex(4)}"
+    def __init__(self, server: str, prefix: str = "kernelindex"):
+        self.server, self.name = server.rstrip("/"), f"{prefix}_load_{secrets.token_hex(4)}"
 
     def _admin(self, sql: str) -> None:
         import psycopg
@@ -113,16 +109,25 @@ def failure_kinds(failures_csv: Path) -> list[str]:
         ]
 
 
-def load_run(*, postgres: str, users: int, duration_s: int, geglu_only: bool, folder: Path) -> dict:
-    redis = RedisServer(folder / "redis", free_port(6400)).start()
-    db = Database(postgres)
+def load_run(
+    *,
+    postgres: str,
+    users: int,
+    duration_s: int,
+    geglu_only: bool,
+    folder: Path,
+    db_prefix: str = "kernelindex",
+) -> dict:
+    """`db_prefix` names the database made for the run (`<prefix>_load_<random>`)."""
+    redis = RedisServer(folder / "redis", free_port(6400, 50)).start()
+    db = Database(postgres, db_prefix)
     try:
         with db as database_url:
             site = Stack(
                 folder / "site",
                 database_url=database_url,
                 broker_url=redis.url,
-                port=free_port(8800),
+                port=free_port(8800, 50),
                 web_workers=3,
             )
             try:

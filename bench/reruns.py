@@ -7,7 +7,7 @@ and one on `default`, which records results. The CPU harness runs upstream Liger
 workloads small enough to take about a second each.
 
 For every job: request (`created_at`, the request's transaction) → claim (`started_at`) → harness
-→ `job_record` on the default queue → recorded (`finished_at`). Overhead = request → recorded minus
+→ a signed `job_report` on the default queue → recorded (`finished_at`). Overhead = request → recorded minus
 the harness call (`_harness_run`: planning, the child process, the measurement).
 """
 
@@ -24,10 +24,12 @@ from pathlib import Path
 
 from django.conf import settings
 
-from registry.importers.liger import COLUMNS
-from registry.models import JobState, Kernel, RerunJob, Workload
-from registry.reruns.services import measure_request
+from registry.models import Kernel, Workload
+from registry.reruns.models import JobState, RerunJob
+from registry.reruns.services import measure_request, worker_key_register
+from registry.reruns.services.signing import private_key_generate
 from registry.services import liger_import
+from registry.sources.liger.importer import COLUMNS
 
 ROOT = Path(__file__).resolve().parent.parent
 FINISHED = {JobState.SUCCEEDED, JobState.DIVERGED, JobState.FAILED, JobState.CANCELLED}
@@ -68,6 +70,7 @@ class Workers:
     def __enter__(self) -> "Workers":
         env = {**os.environ, "BENCH_HARNESS_TIMINGS": str(self.timings)}
         env["KERNELINDEX_HARNESS_WARM"] = "1" if self.warm else "0"
+        env["WORKER_NAME"], env["WORKER_KEY_FILE"] = worker_key_make(self.folder)
         common = ["--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO"]
         for queue in ("gpu.cpu", settings.CELERY_TASK_DEFAULT_QUEUE):
             name = f"bench-{queue.replace('.', '-')}-{uuid.uuid4().hex[:6]}"
@@ -108,6 +111,18 @@ class Workers:
             return {}
         lines = self.timings.read_text().splitlines()
         return {row["job"]: row for row in map(json.loads, lines)}
+
+
+def worker_key_make(folder: Path) -> tuple[str, str]:
+    """A worker key for the benchmark's CPU worker, registered as an operator would (its claims and
+    results are signed reports: docs/deploy.md, "GPU workers")."""
+    name = f"bench-cpu-{uuid.uuid4().hex[:6]}"
+    pem, public = private_key_generate()
+    path = folder / f"{name}.key"
+    path.write_bytes(pem)
+    path.chmod(0o600)
+    worker_key_register(name=name, gpu_slug="cpu", public_key=public, cards=[])
+    return name, str(path)
 
 
 def broker_clear() -> None:

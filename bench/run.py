@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The KernelIndex benchmark suite. Not part of the tests: it measures, it does not pass or fail.
 
-    /work/main/.venv/bin/python bench/run.py            # everything: bundled, 100k and 1M runs
-    /work/main/.venv/bin/python bench/run.py --quick    # minutes: bundled and 20k runs, short loads
+    .venv/bin/python bench/run.py            # everything: bundled, 100k and 1M runs
+    .venv/bin/python bench/run.py --quick    # minutes: bundled and 20k runs, short loads
     ... --only pages,queries --sizes bundled,100k --keep
 
 Needs PostgreSQL and Redis on 127.0.0.1 (BENCH_PG_ADMIN, BENCH_REDIS_URL override them; Redis
@@ -270,7 +270,7 @@ def bench_import(args, built: dict) -> None:
     with tempfile.TemporaryDirectory(prefix="ki_perf_import_") as folder:
         files = {
             "bundled CSV (2,448 rows)": Path(
-                common.ROOT / "registry/data/liger-kernel/all_benchmark_data.csv"
+                common.ROOT / "registry/sources/liger/data/all_benchmark_data.csv"
             )
         }
         synthetic = Path(folder) / f"synthetic-{synthetic_rows}.csv"

@@ -18,6 +18,15 @@ def port_free(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) != 0
 
 
+def free_port(first: int, span: int = 20) -> int:
+    """The first port of `first … first + span` that nothing listens on. Under pytest-xdist each
+    worker looks in a range of its own (`first` + 100 × its number), so two workers starting a
+    server at the same moment do not both take the same free port."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    first += 100 * int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else 0
+    return next(port for port in range(first, first + span) if port_free(port))
+
+
 def wait_until(condition, timeout: float, what: str, interval: float = 0.05):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

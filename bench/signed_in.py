@@ -4,7 +4,7 @@ in both server shapes, p50 and p99, each against the floor measured in the same 
 gunicorn's worker-restart setting in the production shape.
 
     BENCH_PG_PREFIX=ki_h16_bench BENCH_REDIS_URL=redis://127.0.0.1:6379/13 \\
-    BENCH_BROKER_URL=redis://127.0.0.1:6379/12 KERNELINDEX_VAR_DIR=/tmp/ki-h16/var \\
+    BENCH_BROKER_URL=redis://127.0.0.1:6379/12 KERNELINDEX_VAR_DIR=var/bench-h16 \\
         .venv/bin/python bench/signed_in.py --port 8016 [--rounds 2] [--seconds 3] [--restarts]
 
 Two shapes, one database (`BENCH_PG_PREFIX`, the bundled data, loaded once and reused):

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BUNDLED_CSV = ROOT / "registry" / "data" / "liger-kernel" / "all_benchmark_data.csv"
+BUNDLED_CSV = ROOT / "registry" / "sources" / "liger" / "data" / "all_benchmark_data.csv"
 # A CPU run whose rerun takes a few seconds (about 70 ms a call), recorded near what a CPU measures.
 SLOW_CPU_ROW = {
     "kernel_name": "geglu",
@@ -122,6 +122,16 @@ class Stack:
         if not static_ready():
             self.manage("collectstatic", "--noinput", "-v0")  # a minute or more: it compresses
         self.manage("import_liger", str(csv_path))
+        self.worker_key_register()
+
+    def worker_key_register(self) -> None:
+        """The worker's own key, made and registered for gpu.cpu as docs/deploy.md says."""
+        key = self.folder / "worker.key"
+        key.unlink(missing_ok=True)
+        public = self.manage("worker_key", "generate", "--out", str(key)).strip()
+        name = f"stack-cpu-{secrets.token_hex(4)}"
+        self.manage("worker_key", "register", name, "--gpu", "cpu", "--public-key", public)
+        self.env.update({"WORKER_NAME": name, "WORKER_KEY_FILE": str(key)})
 
     def _start(self, name: str, command: list[str]) -> None:
         path = self.folder / f"{name}.log"

@@ -148,7 +148,7 @@ PROFILE_AREAS = (
     ("database driver and server (psycopg: SQL, COPY, waiting on PostgreSQL)", ("psycopg",)),
     ("Django ORM and transactions", ("django/db", "django/utils", "django/apps")),
     ("canonical JSON and digests", ("registry/digests.py", "json/", "hashlib", "rfc8785")),
-    ("CSV parser and specs", ("registry/importers",)),
+    ("CSV parser and specs", ("registry/sources",)),
     (
         "changes judged after the import",
         ("registry/changes.py", "registry/services/changes.py", "registry/series.py"),

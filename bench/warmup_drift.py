@@ -70,7 +70,8 @@ def chosen(per_kernel: int) -> list[dict]:
 
 
 def spec_of(entry: dict) -> dict:
-    from registry.models import JobKind, Kernel, RerunJob, Workload
+    from registry.models import Kernel, Workload
+    from registry.reruns.models import JobKind, RerunJob
     from registry.reruns.services.worker import job_spec
 
     workload = entry["workload"]

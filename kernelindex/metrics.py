@@ -121,7 +121,7 @@ class DatabaseCollector:
         return family
 
     def _jobs(self):
-        RerunJob = apps.get_model("registry", "RerunJob")
+        RerunJob = apps.get_model("reruns", "RerunJob")
         jobs = GaugeMetricFamily(
             "kernelindex_jobs", "Rerun and measure jobs by state and GPU queue.", labels=["state", "queue"]
         )

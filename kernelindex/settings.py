@@ -9,11 +9,14 @@ for PostgreSQL and Redis.
 
 import hashlib
 import os
+import secrets
 from pathlib import Path
 
 import environ
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
+
+from registry.reruns.harness.timing import DEFAULT_SETTINGS as TIMING_DEFAULTS
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
@@ -37,7 +40,16 @@ VAR_DIR = Path(_env(env.str, "KERNELINDEX_VAR_DIR", default=str(BASE_DIR / "var"
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
 DEBUG = _env(env.bool, "DEBUG", default=False)
+# A GPU worker is untrusted (docs/deploy.md, "GPU workers"): it holds no database credential, no
+# SECRET_KEY and no job-signing key, only its own worker key and the key that verifies jobs.
+KERNELINDEX_ROLE = _env(env.str, "KERNELINDEX_ROLE", default="site")
+if KERNELINDEX_ROLE not in ("site", "gpu-worker"):
+    raise ImproperlyConfigured("Environment variable KERNELINDEX_ROLE is invalid: use site or gpu-worker.")
+GPU_WORKER = KERNELINDEX_ROLE == "gpu-worker"
 SECRET_KEY = _env(env.str, "SECRET_KEY", default="")
+if GPU_WORKER:
+    # Nothing a GPU worker does is signed with SECRET_KEY; Django still wants one.
+    SECRET_KEY = SECRET_KEY or secrets.token_urlsafe(50)
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured(
@@ -69,7 +81,9 @@ INSTALLED_APPS = [
     "allauth.account",
     "allauth.socialaccount",
     "csp",
+    "django_prometheus",
     "registry",
+    "registry.reruns",
     "attestations",
 ]
 GITHUB_CLIENT_ID = _env(env.str, "GITHUB_CLIENT_ID", default="")
@@ -78,9 +92,14 @@ if GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET:
     INSTALLED_APPS.append("allauth.socialaccount.providers.github")
 
 MIDDLEWARE = [
+    # First and last: /metrics counts every request and response (kernelindex/metrics.py).
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
+    "kernelindex.logging.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "kernelindex.middleware.HtmlGZipMiddleware",
     "kernelindex.middleware.RequestLimitsMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "kernelindex.middleware.HeadAsGetMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -90,6 +109,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "allauth.account.middleware.AccountMiddleware",
     "csp.middleware.CSPMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 ROOT_URLCONF = "kernelindex.urls"
@@ -107,14 +127,19 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
             ],
-            # Tag libraries outside an app's templatetags/ (the rerun pipeline is a package of
-            # the registry app, with everything of its own in registry/reruns/).
-            "libraries": {"rerun_tags": "registry.reruns.templatetags"},
         },
     },
 ]
 
 DATABASES = {"default": _env(env.db_url, "DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}")}
+if GPU_WORKER:
+    # No database at all: any query a GPU worker tried would fail at once (Django's dummy backend).
+    for _name in ("DATABASE_URL", "CACHE_URL", "SECRET_KEY"):
+        if os.environ.get(_name):
+            raise ImproperlyConfigured(
+                f"{_name} must not be given to a GPU worker (KERNELINDEX_ROLE=gpu-worker)."
+            )
+    DATABASES = {"default": {"ENGINE": "django.db.backends.dummy"}}
 DATABASES["default"]["CONN_MAX_AGE"] = _env(env.int, "CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -139,6 +164,9 @@ if CACHE_URL:
     CACHES = {"default": _env(env.cache_url, "CACHE_URL")}
     if CACHES["default"]["BACKEND"] == "django.core.cache.backends.redis.RedisCache":
         CACHES["default"]["BACKEND"] = "kernelindex.redis_cache.RedisCache"  # one client per pool
+        # Every cache key (pages, the generation, sessions) starts "web:", a pattern no GPU worker's
+        # Redis ACL user is given (docs/deploy.md, "Grants"); values are signed (redis_cache.py).
+        CACHES["default"].setdefault("KEY_PREFIX", "web")
 else:
     CACHES = {
         "default": {
@@ -177,7 +205,7 @@ STATICFILES_DIRS = [BASE_DIR / "static"] if (BASE_DIR / "static").exists() else 
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
-        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        "BACKEND": "kernelindex.storage.IncrementalCompressedManifestStaticFilesStorage"
         if not DEBUG
         else "django.contrib.staticfiles.storage.StaticFilesStorage"
     },
@@ -257,6 +285,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # No deep links: Swagger UI draws each as a link inside the operation's expand button, a
+    # control inside a control (axe-core's nested-interactive, serious, once per operation).
+    "SWAGGER_UI_SETTINGS": {"deepLinking": False},
     "SERVE_INCLUDE_SCHEMA": False,
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
@@ -267,8 +298,8 @@ SPECTACULAR_SETTINGS = {
 # Attestations and rerun jobs both have "kind" and "state" choice sets: name each one.
 SPECTACULAR_SETTINGS.setdefault("ENUM_NAME_OVERRIDES", {}).update(
     {
-        "JobKindEnum": "registry.models.JobKind.choices",
-        "JobStateEnum": "registry.models.JobState.choices",
+        "JobKindEnum": "registry.reruns.models.JobKind.choices",
+        "JobStateEnum": "registry.reruns.models.JobState.choices",
         "AttestationKindEnum": "attestations.models.AttestationKind.choices",
         "AttestationStateEnum": "attestations.models.AttestationState.choices",
         "IssueReportStateEnum": "attestations.models.IssueReportState.choices",
@@ -303,6 +334,11 @@ else:
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "visibility_timeout": _env(env.int, "CELERY_VISIBILITY_TIMEOUT", default=7200)
     }
+    # Every broker key (queues, kombu's unacked bookkeeping, bindings) under a prefix: two
+    # deployments, or two parallel test workers (tests/settings.py), can share one Redis database.
+    _broker_key_prefix = _env(env.str, "CELERY_BROKER_KEY_PREFIX", default="")
+    if _broker_key_prefix:
+        CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"] = _broker_key_prefix
 CELERY_TASK_ALWAYS_EAGER = _env(env.bool, "CELERY_TASK_ALWAYS_EAGER", default=False)
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
@@ -376,20 +412,10 @@ CHANGE_P_VALUE = _env(env.float, "CHANGE_P_VALUE", default=0.002)
 # Controlled reruns (registry.reruns.services). A rerun agrees when the 95% interval of the
 # relative difference of the two medians lies wholly within ±RERUN_TOLERANCE (docs/protocol.md).
 RERUN_TOLERANCE = _env(env.float, "RERUN_TOLERANCE", default=0.02)
-# KernelIndex's timing protocol (registry/reruns/harness/timing.py): sample until the 99% interval
-# of the median is within ±0.5% of it, with at least 30 samples, for at most this many seconds.
-CONTROLLED_TIMING_BUDGET = _env(env.float, "CONTROLLED_TIMING_BUDGET", default=3.0)
-CONTROLLED_TIMING = {
-    "budget_s": CONTROLLED_TIMING_BUDGET,
-    "min_samples": 30,
-    "max_samples": 100_000,
-    "precision": 0.005,
-    "confidence": 0.99,
-    "check_every": 10,
-    "warmup_ms": 25.0,
-    "warmup_calls": 3,
-    "flush_factor": 2.0,
-}
+# KernelIndex's timing protocol, defined once in the harness (registry/reruns/harness/timing.py,
+# DEFAULT_SETTINGS), with the time budget from the environment.
+CONTROLLED_TIMING_BUDGET = _env(env.float, "CONTROLLED_TIMING_BUDGET", default=TIMING_DEFAULTS["budget_s"])
+CONTROLLED_TIMING = {**TIMING_DEFAULTS, "budget_s": CONTROLLED_TIMING_BUDGET}
 JOB_HARNESS_TIMEOUT = _env(env.float, "JOB_HARNESS_TIMEOUT", default=1800.0)
 JOB_HEARTBEAT_INTERVAL = _env(env.float, "JOB_HEARTBEAT_INTERVAL", default=15.0)
 JOB_STALE_AFTER = _env(env.float, "JOB_STALE_AFTER", default=120.0)
@@ -431,12 +457,35 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"queue": "default"},
     },
 }
-# Job messages carry an HMAC-SHA256 of the job spec; GPU workers run nothing else. Set a key of
-# its own in production (at least 32 characters); the default is derived from SECRET_KEY.
+# Job messages (and the leases the central worker grants) carry an Ed25519 signature made with a
+# key derived from JOB_SIGNING_KEY, which only the web tier and the central worker hold; GPU workers
+# run nothing else and hold only JOB_VERIFY_KEY, the public half (`manage.py worker_key job-key`
+# prints it). Set a signing key of its own in production (at least 32 characters); the default is
+# derived from SECRET_KEY. registry/reruns/services/signing.py.
 JOB_SIGNING_KEY = _env(env.str, "JOB_SIGNING_KEY", default="")
 if JOB_SIGNING_KEY and len(JOB_SIGNING_KEY) < 32:
     raise ImproperlyConfigured("Environment variable JOB_SIGNING_KEY is invalid: use at least 32 characters.")
-JOB_SIGNING_KEY = JOB_SIGNING_KEY or hashlib.sha256(f"job-signing:{SECRET_KEY}".encode()).hexdigest()
+if GPU_WORKER and JOB_SIGNING_KEY:
+    raise ImproperlyConfigured("JOB_SIGNING_KEY must not be given to a GPU worker: give it JOB_VERIFY_KEY.")
+if not GPU_WORKER:
+    JOB_SIGNING_KEY = JOB_SIGNING_KEY or hashlib.sha256(f"job-signing:{SECRET_KEY}".encode()).hexdigest()
+JOB_VERIFY_KEY = _env(env.str, "JOB_VERIFY_KEY", default="")
+if GPU_WORKER and not JOB_VERIFY_KEY:
+    raise ImproperlyConfigured("Environment variable JOB_VERIFY_KEY is required on a GPU worker.")
+# A GPU worker's own identity: the name its key was registered under (`manage.py worker_key
+# register`) and the file holding its Ed25519 private key (`manage.py worker_key generate`).
+WORKER_NAME = _env(env.str, "WORKER_NAME", default="")
+WORKER_KEY_FILE = _env(env.str, "WORKER_KEY_FILE", default="")
+# How long a GPU worker waits for the central worker to grant a claim before it tries again later.
+JOB_CLAIM_WAIT = _env(env.float, "JOB_CLAIM_WAIT", default=60.0)
+# Claims are answered through Celery's result backend (the broker's Redis, or files beside the
+# embedded broker); every other task ignores its result.
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    (VAR_DIR / "celery-results").mkdir(parents=True, exist_ok=True)
+    CELERY_RESULT_BACKEND = f"file://{VAR_DIR / 'celery-results'}"
+else:
+    CELERY_RESULT_BACKEND = CELERY_BROKER_URL
+CELERY_RESULT_EXPIRES = 3600
 # A worker that loses Redis keeps trying to reconnect (forever, not 100 times), and says so.
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None
@@ -465,12 +514,5 @@ OPERATIONS_INSPECT_TIMEOUT = _env(env.float, "OPERATIONS_INSPECT_TIMEOUT", defau
 # /metrics answers a bearer token (METRICS_TOKEN); without one, only direct loopback requests.
 METRICS_TOKEN = _env(env.str, "METRICS_TOKEN", default="")
 PROMETHEUS_EXPORT_MIGRATIONS = False
-INSTALLED_APPS.append("django_prometheus")
-MIDDLEWARE = [
-    "django_prometheus.middleware.PrometheusBeforeMiddleware",
-    "kernelindex.logging.RequestIdMiddleware",
-    *MIDDLEWARE,
-    "django_prometheus.middleware.PrometheusAfterMiddleware",
-]
 # Load balancers probe over plain HTTP by address.
 SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$", r"^metrics$"]

@@ -4,7 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from kernelindex import health, metrics
 from kernelindex.admin_login import RateLimitedAdminLoginForm
-from registry.admin import operations_view
+from registry.reruns.operations import operations_view
 
 # The admin's login counts against allauth's failed-login limits, like the site's login.
 admin.site.login_form = RateLimitedAdminLoginForm
@@ -17,7 +17,11 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("allauth.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
+    path(
+        "api/docs/",
+        SpectacularSwaggerSplitView.as_view(url_name="api-schema", template_name="api_docs.html"),
+        name="api-docs",
+    ),
     path("api/v1/", include("registry.api_urls")),
     path("api/v1/", include("attestations.api_urls")),
     path("api/v1/", include("registry.reruns.api_urls")),

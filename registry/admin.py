@@ -1,28 +1,19 @@
-from datetime import timedelta
+from django.contrib import admin
+from django.db import transaction
 
-from django.conf import settings
-from django.contrib import admin, messages
-from django.template.response import TemplateResponse
-from django.utils import timezone
-
+from attestations.audit import audit_record
 from registry.cache import generation_bump
 from registry.models import (
     BenchmarkRun,
     Environment,
     Implementation,
-    JobState,
     Kernel,
-    MeasuredCeiling,
     Protocol,
-    RerunJob,
     Source,
     SourceImport,
     SourceSync,
     Workload,
 )
-from registry.reruns.admin import has_request_rerun_permission, request_rerun
-from registry.reruns.services import JobRefused, ceilings_request
-from registry.services.sync import syncs_stuck
 
 
 class ReadOnlyAdminMixin:
@@ -47,31 +38,50 @@ class PublishedRecordAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     level is the rerun pipeline's alone."""
 
 
-class PageCacheAdmin(admin.ModelAdmin):
+class AuditedAdmin(admin.ModelAdmin):
     """For records staff may edit here: the admin's save or delete is a change a public page shows,
-    so it bumps the page cache's generation, as a service does (registry/cache.py)."""
+    so it is recorded in the audit log with its actor and the fields it changed, and bumps the page
+    cache's generation, as a service does (registry/cache.py), in one transaction."""
 
     def save_model(self, request, obj, form, change):
-        super().save_model(request, obj, form, change)
-        generation_bump()
+        with transaction.atomic():
+            super().save_model(request, obj, form, change)
+            changed = ", ".join(form.changed_data) if change else ""
+            audit_record(
+                actor=request.user,
+                target=obj,
+                action="edited" if change else "added",
+                reason=f"Changed in the admin: {changed}" if changed else "",
+            )
+            generation_bump()
 
     def delete_model(self, request, obj):
-        super().delete_model(request, obj)
-        generation_bump()
+        with transaction.atomic():
+            audit_record(actor=request.user, target=obj, action="deleted")
+            super().delete_model(request, obj)
+            generation_bump()
 
     def delete_queryset(self, request, queryset):
-        super().delete_queryset(request, queryset)
-        generation_bump()
+        with transaction.atomic():
+            for obj in queryset:
+                audit_record(actor=request.user, target=obj, action="deleted")
+            super().delete_queryset(request, queryset)
+            generation_bump()
 
 
 @admin.register(Source)
-class SourceAdmin(PageCacheAdmin):
+class SourceAdmin(PublishedRecordAdmin):
+    """Read-only: a source's licence and terms are printed on every run page and in every
+    manifest, so they change only with an import of the source."""
+
     list_display = ["name", "slug", "license", "url"]
     search_fields = ["name", "slug"]
 
 
 @admin.register(SourceImport)
-class SourceImportAdmin(PageCacheAdmin):
+class SourceImportAdmin(PublishedRecordAdmin):
+    """Read-only and no add page: imports are made by `import_liger`, the history and syncs."""
+
     list_display = [
         "imported_at",
         "source",
@@ -89,7 +99,7 @@ class SourceImportAdmin(PageCacheAdmin):
 
 
 @admin.register(Kernel)
-class KernelAdmin(PageCacheAdmin):
+class KernelAdmin(AuditedAdmin):
     list_display = ["name", "slug"]
     search_fields = ["name", "slug"]
 
@@ -117,63 +127,37 @@ class ProtocolAdmin(PublishedRecordAdmin):
     search_fields = ["name", "digest"]
 
 
-@admin.action(
-    description="Measure the ceilings of these GPU models (copy and bf16 GEMM)", permissions=["request_rerun"]
-)
-def request_ceilings(modeladmin, request, queryset):
-    for slug in sorted(set(queryset.values_list("slug", flat=True))):
-        try:
-            job = ceilings_request(
-                gpu_slug=slug, requested_by=request.user, reason="requested from the admin"
-            )
-        except JobRefused as exc:
-            modeladmin.message_user(request, str(exc), messages.WARNING)
-        else:
-            modeladmin.message_user(request, f"Ceilings job #{job.pk} queued for {slug}.")
-
-
 @admin.register(Environment)
 class EnvironmentAdmin(PublishedRecordAdmin):
     list_display = ["product", "slug", "vendor", "form_factor", "architecture"]
     list_filter = ["vendor", "architecture", "form_factor"]
     search_fields = ["product", "slug", "digest"]
-    actions = [request_ceilings]
-
-    def has_request_rerun_permission(self, request):
-        return has_request_rerun_permission(request)
 
 
-@admin.register(MeasuredCeiling)
-class MeasuredCeilingAdmin(admin.ModelAdmin):
-    list_display = ["gpu_slug", "measured_at", "memory_bandwidth", "bf16_tflops", "job"]
-    list_filter = ["gpu_slug"]
-    readonly_fields = [f.name for f in MeasuredCeiling._meta.fields]
-
-    def has_add_permission(self, request):
-        return False  # a ceilings job or `manage.py measure_ceilings` makes these
-
-    def has_change_permission(self, request, obj=None):
-        return False
+def figure(value, digits: int = 4) -> str:
+    """A float as a person reads it: four significant digits (144.2, not 144.2132110595703)."""
+    return "—" if value is None else f"{value:.{digits}g}"
 
 
 @admin.register(BenchmarkRun)
 class BenchmarkRunAdmin(PublishedRecordAdmin):
     list_display = [
-        "external_id",
+        "short_id",
         "implementation",
         "operation_mode",
         "metric",
-        "median",
+        "median_shown",
         "unit",
         "rank",
         "group_size",
         "evidence_level",
         "withdrawn",
-        "sol_percent",
+        "sol_shown",
         "implausible",
     ]
+    list_display_links = ["short_id"]
     # `implausible`: runs faster than their GPU's speed of light, for a moderator to look into and
-    # rerun (the request_rerun action); their evidence level stays as it is.
+    # rerun (the request_rerun action, which the reruns app adds); their evidence level stays.
     list_filter = [
         "implausible",
         "evidence_level",
@@ -185,8 +169,8 @@ class BenchmarkRunAdmin(PublishedRecordAdmin):
         "source",
     ]
     search_fields = ["external_id", "digest", "comparison_key"]
+    search_hint = "A run's id (1234 or #1234), or part of its external id, digest or comparison key."
     list_select_related = ["implementation", "implementation__kernel"]
-    actions = [request_rerun]
     raw_id_fields = [
         "superseded_by",
         "first_import",
@@ -197,8 +181,32 @@ class BenchmarkRunAdmin(PublishedRecordAdmin):
         "kernel",
     ]
 
-    def has_request_rerun_permission(self, request):
-        return has_request_rerun_permission(request)
+    @admin.display(description="run", ordering="pk")
+    def short_id(self, obj):
+        return f"#{obj.pk}"
+
+    @admin.display(description="median", ordering="median")
+    def median_shown(self, obj):
+        return figure(obj.median)
+
+    @admin.display(description="% of speed of light", ordering="sol_percent")
+    def sol_shown(self, obj):
+        return "—" if obj.sol_percent is None else f"{obj.sol_percent:.1f}%"
+
+    def get_search_results(self, request, queryset, search_term):
+        return search_with_id(super(), request, queryset, search_term, "pk")
+
+
+def search_with_id(admin_super, request, queryset, search_term, field: str):
+    """The admin's search, plus the run whose id the term is: "#1234" is that run alone, "1234"
+    that run and whatever else the text matches (a hidden size of 4096, say)."""
+    term = search_term.strip()
+    if term.startswith("#") and term[1:].isdigit() and len(term) < 19:
+        return queryset.filter(**{field: int(term[1:])}), False
+    found, duplicates = admin_super.get_search_results(request, queryset, search_term)
+    if term.isdigit() and len(term) < 19:
+        found = found | queryset.filter(**{field: int(term)})
+    return found, duplicates
 
 
 # Operations: upstream syncs, and what needs a moderator's or an operator's eye (docs/deploy.md).
@@ -213,51 +221,3 @@ class SourceSyncAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False  # `manage.py sync_liger` or the beat task make these
-
-
-def operations_view(request):
-    """/admin/operations/: the last sync, jobs stuck or failed in the last day, and GPU queues
-    that have work but no live worker."""
-    context = {**admin.site.each_context(request), "title": "Operations", **operations_summary()}
-    return TemplateResponse(request, "admin/operations.html", context)
-
-
-def operations_summary(*, now=None) -> dict:
-    now = now or timezone.now()
-    return {
-        "last_sync": SourceSync.objects.first(),
-        "last_imports": SourceImport.objects.select_related("source")[:10],
-        "stuck_syncs": syncs_stuck(),
-        **_jobs_needing_attention(now),
-    }
-
-
-def _jobs_needing_attention(now) -> dict:
-    day_ago = now - timedelta(days=1)
-    waiting_too_long = now - timedelta(seconds=settings.JOB_RESEND_AFTER)
-    jobs = RerunJob.objects.select_related("kernel").order_by("-created_at")
-    active_queues = sorted({f"gpu.{slug}" for slug in jobs.active().values_list("gpu_slug", flat=True)})
-    failed = jobs.filter(state__in=[JobState.FAILED, JobState.DIVERGED], finished_at__gte=day_ago)
-    # Stuck: what the reconciler takes from its worker (RerunJob.objects.lost), or a queued job
-    # nobody has claimed since well before the reconciler's resend.
-    stuck = jobs.lost(now) | jobs.filter(state=JobState.QUEUED, created_at__lt=waiting_too_long)
-    live, inspect_error = live_worker_queues()
-    return {
-        "failed_jobs": failed[:50],
-        "stuck_jobs": stuck[:50],
-        "queues_without_worker": [q for q in active_queues if q not in live],
-        "live_queues": sorted(live),
-        "inspect_error": inspect_error,
-    }
-
-
-def live_worker_queues() -> tuple[set[str], str]:
-    """The queues some live Celery worker consumes, by asking the workers over the broker.
-    Returns (queues, "") or (set(), why the workers could not be asked)."""
-    from kernelindex.celery import app
-
-    try:
-        answers = app.control.inspect(timeout=settings.OPERATIONS_INSPECT_TIMEOUT).active_queues() or {}
-    except Exception as exc:  # a broker that is down, or one without broadcast (filesystem)
-        return set(), f"{type(exc).__name__}: {exc}"
-    return {queue["name"] for queues in answers.values() for queue in queues}, ""

@@ -5,7 +5,7 @@ serialisation; docs/performance.md), so a visitor without a session gets the sto
 same URL instead. Nothing is invalidated key by key: every stored page carries the registry's
 *generation*, one integer in the Django cache that every change visible on a public page bumps.
 One mechanism bumps it: an explicit `generation_bump()` in each state-changing service and in the
-admin's save and delete of the records it lets staff edit (`registry.admin.PageCacheAdmin`), no
+admin's save and delete of the records it lets staff edit (`registry.admin.AuditedAdmin`), no
 model signals (most services write with `QuerySet.update()`, which sends none). A write made
 outside those (a shell `update()`, raw SQL) calls `generation_bump()` itself. A bump makes every
 stored page stale at once; each is replaced on its URL's next request, or expires by
@@ -69,6 +69,11 @@ def generation() -> int:
     if value is None:
         cache.add(GENERATION_KEY, time.time_ns(), timeout=None)
         value = cache.get(GENERATION_KEY)
+    if type(value) is not int:
+        # Not one of ours (a value whose signature failed reads as None; kernelindex.redis_cache):
+        # replaced by a new generation, so that nothing stored before it comes back.
+        value = time.time_ns()
+        cache.set(GENERATION_KEY, value, timeout=None)
     return value
 
 
@@ -77,6 +82,10 @@ def _increment() -> None:
         cache.incr(GENERATION_KEY)
     except ValueError:  # missing: any new value makes every stored page unreachable
         cache.add(GENERATION_KEY, time.time_ns(), timeout=None)
+    except Exception as exc:  # Redis refuses INCR on a value that is not an integer
+        if type(exc).__name__ != "ResponseError":
+            raise
+        cache.set(GENERATION_KEY, time.time_ns(), timeout=None)
 
 
 def _pending(connection) -> bool:
@@ -166,10 +175,12 @@ class PageSlot:
             return cache.get(self.key)
         found = cache.get_many([GENERATION_KEY, self.key])
         self.generation = found.get(GENERATION_KEY)
-        if self.generation is None:
+        if type(self.generation) is not int:
             self.generation = generation()
         entry = found.get(self.key)
-        return entry if entry is not None and entry["generation"] == self.generation else None
+        if not isinstance(entry, dict) or entry.get("generation") != self.generation:
+            return None
+        return entry
 
     def store(self, request, rendered, statuses=(200,)) -> dict | None:
         """Store a rendered response if it may be; returns the entry stored, or None."""

@@ -183,6 +183,7 @@ def change_list(request):
         "filterset": filterset,
         "page": None,
         "kinds": ChangeKind.choices,
+        **_filter_choices(),
         "threshold_pct": f"{settings.CHANGE_THRESHOLD * 100:g}%",
         "p_value": f"{settings.CHANGE_P_VALUE:g}",
     }
@@ -190,6 +191,23 @@ def change_list(request):
         return render(request, "registry/change_list.html", context, status=400)
     context["page"] = Paginator(filterset.qs, PAGE_SIZE).get_page(request.GET.get("page"))
     return render(request, "registry/change_list.html", context)
+
+
+def _filter_choices() -> dict:
+    """What the page's filters offer: the kernels, GPU models and implementations that have a
+    change (three queries, whatever the number of changes)."""
+    public = changes_public().order_by()
+    return {
+        "kernel_choices": sorted(set(public.values_list("kernel__slug", "kernel__name")), key=lambda c: c[1]),
+        "gpu_choices": sorted(
+            set(public.values_list("after__environment__slug", "gpu_product")), key=lambda c: c[1]
+        ),
+        "implementation_choices": [(p, p) for p in sorted(set(public.values_list("provider", flat=True)))],
+    }
+
+
+def site_url(path: str) -> str:
+    return settings.SITE_URL.rstrip("/") + path
 
 
 class RegressionFeed(Feed):
@@ -202,12 +220,26 @@ class RegressionFeed(Feed):
         "at least the practical threshold, attributed to the upstream commit that published them."
     )
 
+    # RFC 4287 wants an author for the feed (or for every entry): the registry itself.
+    author_name = "KernelIndex"
+
+    def author_link(self):
+        return site_url("/")
+
     def get_object(self, request):
         filterset = ChangeFilter(request.GET, queryset=changes_public().filter(kind=ChangeKind.REGRESSION))
         return filterset.qs if filterset.is_valid() else Change.objects.none()
 
+    def get_feed(self, obj, request):
+        """Every URL in the feed is built on SITE_URL, the site's public address: Django's
+        syndication would take the sites framework's domain (example.com) instead."""
+        feed = super().get_feed(obj, request)
+        feed.feed["feed_url"] = site_url(request.get_full_path())
+        feed.feed["id"] = feed.feed["feed_url"]
+        return feed
+
     def link(self):
-        return reverse("registry:change-list") + "?kind=regression"
+        return site_url(reverse("registry:change-list") + "?kind=regression")
 
     def items(self, changes):
         return changes[:FEED_SIZE]
@@ -232,10 +264,11 @@ class RegressionFeed(Feed):
         )
 
     def item_link(self, change):
-        return change.after.get_absolute_url() + "#series"
+        return site_url(change.after.get_absolute_url() + "#series")
 
     def item_guid(self, change):
-        return f"kernelindex-change-{change.before_id}-{change.after_id}"
+        """An IRI, as RFC 4287 asks of an id, that never changes for the step between two runs."""
+        return site_url(reverse("registry:change-list") + f"#change-{change.before_id}-{change.after_id}")
 
     item_guid_is_permalink = False
 

@@ -136,3 +136,82 @@ def comparison_key(
             "gpu": gpu,
         }
     )
+
+
+def median_results(run: dict) -> dict:
+    """A run's `results` as a median-based protocol states them: the median, p20 and p80, and the
+    source's own metrics as it named them."""
+    return {
+        "median": run["median"],
+        "p20": run["p20"],
+        "p80": run["p80"],
+        "sourceMetrics": run["source_metrics"],
+    }
+
+
+def protocol_row(spec: dict, *, slug: str, statistic: str = "") -> dict:
+    """A Protocol row's fields (all but its digest) from its spec document, the manifest's
+    `protocol` section; `statistic` where the row states another than the spec's own."""
+    return {
+        "slug": slug,
+        "name": spec["name"],
+        "harness": spec["harness"],
+        "harness_repository": spec["harnessRepository"],
+        "timer": spec["timer"],
+        "statistic": statistic or spec["statistic"],
+        "comparability_family": spec["comparabilityFamily"],
+        "notes": spec["notes"],
+        "spec": spec,
+    }
+
+
+def run_manifest(*, run, kernel, source, implementation, workload, protocol, environment, results) -> dict:
+    """A run's canonical manifest, the same for every source; its digest is the run's digest.
+    `implementation`, `workload`, `protocol`: (spec, digest); `environment`: (spec, digest, name);
+    `results`: what the run states as measured, in its protocol's terms. Evidence level and
+    withdrawal are deliberately outside it: they change, a digest never does."""
+    implementation_spec, implementation_digest = implementation
+    workload_spec, workload_digest = workload
+    protocol_spec, protocol_digest = protocol
+    environment_spec, environment_digest, environment_name = environment
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "RunManifest",
+        "items": [
+            {
+                "apiVersion": API_VERSION,
+                "kind": "BenchmarkRun",
+                "metadata": {
+                    "externalId": run["external_id"],
+                    "source": {"name": source["name"], "url": source["url"], "license": source["license"]},
+                    "observedAt": run["observed_at"].strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    "labels": run["labels"],
+                },
+                "spec": {
+                    "kernel": kernel,
+                    "implementation": {**implementation_spec, "digest": implementation_digest},
+                    "workload": {**workload_spec, "digest": workload_digest},
+                    "operationMode": run["operation_mode"],
+                    "metric": run["metric"],
+                    "unit": run["unit"],
+                    "results": results,
+                    "correctness": {"status": run["source_status"], "note": run["correctness_note"]},
+                    "protocolRef": protocol_digest,
+                    "environmentRef": environment_digest,
+                    "comparisonKey": run["comparison_key"],
+                },
+            },
+            {
+                "apiVersion": API_VERSION,
+                "kind": "BenchmarkProtocol",
+                "metadata": {"name": protocol_spec["name"], "digest": protocol_digest},
+                "spec": protocol_spec,
+            },
+            {
+                "apiVersion": API_VERSION,
+                "kind": "ExecutionEnvironment",
+                "metadata": {"name": environment_name, "digest": environment_digest},
+                "spec": environment_spec,
+            },
+        ],
+    }

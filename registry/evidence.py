@@ -11,14 +11,21 @@ import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from django.db.models import Prefetch, Q
+from django.db.models import Exists, OuterRef, Prefetch, Q
 from scipy import stats
 
-from registry.models import BenchmarkRun, JobKind, JobState, Metric, RerunJob
+from registry.models import BenchmarkRun, Metric
 from registry.reruns.harness.kernels import missed_upstream_warmup
 from registry.reruns.harness.timing import LEAD_CAP_CYCLES, LEAD_MAX_S, median_host_paced
-from registry.reruns.judgement import SETTLE_MAX, judged_samples, settle_reruns_left
+from registry.reruns.judgement import (
+    SETTLE_MAX,
+    judged_samples,
+    settle_reruns_left,
+    verdict_model_for,
+)
+from registry.reruns.models import JobKind, JobState, RerunJob
 from registry.sampleplot import PlotRow, SamplePlot
+from registry.stats import intervals, verdict_model
 
 # The job columns the run page and the run API never show (a measure job's log runs to kB).
 UNSHOWN_JOB_FIELDS = ("log", "environment", "protocol", "lease", "reason", "worker_host")
@@ -59,6 +66,10 @@ def words(value) -> list[str]:
 
 @dataclass
 class GpuReading:
+    """One row of the GPU-state table: a block's readings while it was timed (each figure's least,
+    median and most), or, for a job recorded before the harness sampled through the timing, one
+    reading taken before the setup or after the pass."""
+
     when: str
     values: list[dict] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
@@ -69,9 +80,37 @@ class GpuReading:
         if not state:
             return None
         values = [
-            {"name": name, "value": number(state.get(key)), "unit": unit} for key, name, unit in GPU_READINGS
+            {"name": name, "value": number(state.get(key)), "low": None, "high": None, "unit": unit}
+            for key, name, unit in GPU_READINGS
         ]
         return cls(when=when, values=values, reasons=words(state.get("reasons")))
+
+    @classmethod
+    def of_block(cls, index: int, state) -> "GpuReading | None":
+        state = mapping(state)
+        if not state:
+            return None
+        values = []
+        for key, name, unit in GPU_READINGS:
+            figures = mapping(state.get(key))
+            low, high = number(figures.get("min")), number(figures.get("max"))
+            values.append(
+                {"name": name, "value": number(figures.get("median")), "low": low, "high": high, "unit": unit}
+            )
+        shares = mapping(state.get("reasons"))
+        reasons = [
+            f"{reason} ({share:.0%} of readings)"
+            for reason, share in ((str(k)[:80], number(v)) for k, v in shares.items())
+            if share is not None
+        ]
+        count, hz = number(state.get("readings")), number(state.get("hz"))
+        rate = f": {count:.0f} readings at {hz:.0f} Hz" if count is not None and hz is not None else ""
+        error = str(state.get("error") or "")[:300]
+        return cls(
+            when=f"block {index + 1}, while timed{rate}{' (' + error + ')' if error else ''}",
+            values=values,
+            reasons=reasons,
+        )
 
 
 class JobEvidence:
@@ -220,15 +259,46 @@ class JobEvidence:
         return basis if basis in ("samples", "upstream") else ""
 
     @property
+    def gpu_sampled(self) -> bool:
+        """The harness read the card through the timing (timing.NvmlSampler), block by block."""
+        return isinstance(self.gpu_state.get("blocks"), list)
+
+    @property
+    def gpu_stale_pair(self) -> bool:
+        """An older job's two readings are identical: NVML had not refreshed between them, so
+        neither shows this job's state."""
+        before, after = self.gpu_state.get("before"), self.gpu_state.get("after")
+        return isinstance(before, dict) and bool(before) and before == after
+
+    @property
     def throttled(self) -> list[str]:
-        return words(self.gpu_state.get("throttled"))
+        """Slow-downs seen while this job was timed. An older job's reading before its setup often
+        showed the previous job's power cap, and an identical pair showed nothing of its own: for
+        those, only a reading after the pass that differs from the one before counts."""
+        if self.gpu_sampled or "before" not in self.gpu_state:
+            return words(self.gpu_state.get("throttled"))
+        if self.gpu_stale_pair:
+            return []
+        reasons = words(mapping(self.gpu_state.get("after")).get("reasons"))
+        return sorted(set(reasons) & set(words(self.gpu_state.get("throttled"))))
 
     @property
     def gpu_readings(self) -> list[GpuReading]:
-        readings = [
-            GpuReading.of("before", self.gpu_state.get("before")),
-            GpuReading.of("after", self.gpu_state.get("after")),
-        ]
+        if self.gpu_sampled:
+            readings = [GpuReading.of_block(i, state) for i, state in enumerate(self.gpu_state["blocks"])]
+        elif self.gpu_stale_pair:
+            readings = [
+                GpuReading.of(
+                    "before the setup and after the pass, identical: a reading NVML had not refreshed, "
+                    "not the state while timed",
+                    self.gpu_state.get("before"),
+                )
+            ]
+        else:
+            readings = [
+                GpuReading.of("before the setup, not while timed", self.gpu_state.get("before")),
+                GpuReading.of("after the pass, not while timed", self.gpu_state.get("after")),
+            ]
         return [r for r in readings if r is not None]
 
     @property
@@ -296,9 +366,55 @@ class JobEvidence:
         return "unknown" if deviation is None else percent(deviation)
 
     @property
+    def model_account(self) -> dict:
+        """The verdict model's account of this rerun (judgement.model_judgement): its class, the
+        margin and where it came from, and why it is host-bound; {} under the fixed tolerance."""
+        account = mapping(self.sampling.get("verdict_model"))
+        return account if isinstance(account.get("verdict_class"), str) else {}
+
+    @property
+    def verdict_class(self) -> str:
+        return self.model_account.get("verdict_class", "")
+
+    @property
+    def class_words(self) -> str:
+        return str(self.model_account.get("class_words", ""))
+
+    @property
+    def margin_from(self) -> str:
+        return str(self.model_account.get("margin_from", ""))
+
+    @property
+    def host_bound_reason(self) -> str:
+        """Why this job's figure includes the host's pace: the rerun's stored account, or for a
+        measure job the model's rule read from the job itself; "" when GPU-timed."""
+        if self.model_account:
+            return str(self.model_account.get("host_bound") or "")
+        if self.run is None or self.job.kind != JobKind.MEASURE or self.job.metric != Metric.LATENCY:
+            return ""
+        return verdict_model.host_bound_reason(
+            kernel=self.run.kernel.slug,
+            provider=self.job.provider,
+            mode=self.job.operation_mode,
+            sampling=self.sampling,
+            sample_count=len(self.readings),
+        )
+
+    @property
+    def host_bound(self) -> bool:
+        return bool(self.host_bound_reason)
+
+    @property
     def verdict_summary(self) -> str:
-        """ "agrees: +0.30% (95% interval −0.40% to +1.00%), within ±2%"."""
+        """ "agrees: +0.30% (95% interval −0.40% to +1.00%), within the ±3.1% that two H200 cards
+        differ on 1–10 ms ops below the power cap"; under the fixed tolerance "…, within ±2%"."""
         deviation, interval, bound = number(self.job.deviation), self.deviation_interval, self.tolerance_text
+        if self.model_account and deviation is not None and self.verdict:
+            text = f"{self.verdict}: {percent(deviation)}"
+            if interval:
+                text += f" (95% interval {percent(interval[0])} to {percent(interval[1])})"
+            words = str(self.model_account.get("words", ""))
+            return f"{text}, {words.split(': ', 1)[-1]}"
         if deviation is None:
             return "no result to compare"
         if not self.verdict:
@@ -359,6 +475,68 @@ class RunEvidence:
     @property
     def settle_max(self) -> int:
         return SETTLE_MAX
+
+    @property
+    def host_bound_reason(self) -> str:
+        """Why the run's figure includes the host's pace (its measurement's), or ""."""
+        return self.measurement.host_bound_reason if self.measurement else ""
+
+    @cached_property
+    def cards(self) -> dict[str, intervals.MedianEstimate]:
+        """Each physical card's median of the workload: the measurement's card, then each other
+        card's first rerun (four samples or more)."""
+        found = {}
+        jobs = ([self.measurement] if self.measurement else []) + list(reversed(self.reruns))
+        for evidence in jobs:
+            card = evidence.job.gpu_uuid
+            if card and card not in found and len(evidence.samples) >= 4 and min(evidence.samples) > 0:
+                found[card] = intervals.median_estimate(
+                    evidence.samples, block_ids=evidence.sampling.get("sample_blocks")
+                )
+        return found
+
+    @property
+    def card_spread(self) -> dict | None:
+        """How far apart the cards that measured this workload put its median: each card's
+        offset from the median of the cards' medians, and the range; None under two cards."""
+        if len(self.cards) < 2:
+            return None
+        centre = sorted(e.log_median for e in self.cards.values())[len(self.cards) // 2]
+        offsets = {card[:12]: math.expm1(e.log_median - centre) for card, e in self.cards.items()}
+        return {
+            "cards": len(offsets),
+            "low": min(offsets.values()),
+            "high": max(offsets.values()),
+            "offsets": offsets,
+        }
+
+    @cached_property
+    def pooled(self) -> dict | None:
+        """Where three cards or more measured the workload: the measurement against the pooled
+        median of the other cards, judged against the class's margin. Shown, never a level."""
+        if self.measurement is None or len(self.cards) < 3 or self.measurement.job.gpu_uuid not in self.cards:
+            return None
+        account = next(
+            (r.model_account for r in self.reruns if r.model_account and r.same_gpu is False), None
+        )
+        model = verdict_model_for(self.measurement.job.gpu_slug)
+        if account is None or model is None or model.parameters(account["verdict_class"]) is None:
+            return None
+        params = model.parameters(account["verdict_class"])
+        own = self.measurement.job.gpu_uuid
+        others = [e for card, e in self.cards.items() if card != own]
+        diff = intervals.pooled_difference(
+            self.cards[own], others, process_variance=params.process_sd**2, process_df=params.process_df
+        )
+        verdict = intervals.equivalence_verdict(diff.low, diff.high, params.margin)
+        return {
+            "cards": len(self.cards),
+            "deviation": diff.point,
+            "low": diff.low,
+            "high": diff.high,
+            "verdict": verdict,
+            "words": verdict_model.verdict_words(verdict, account["verdict_class"], params.margin),
+        }
 
     @property
     def unsettled_for_good(self) -> bool:
@@ -442,3 +620,10 @@ def run_evidence_of(run: BenchmarkRun) -> RunEvidence:
         )
         cached = run._controlled_evidence = run_evidence(run, jobs)
     return cached
+
+
+def with_host_bound(runs):
+    """`runs` annotated with `host_bound`: whether any of a run's reruns was judged in the
+    host-bound class (its figure includes the host's pace). A subquery, no query of its own."""
+    bound = RerunJob.objects.filter(run=OuterRef("pk"), sampling__verdict_model__host_bound__gt="")
+    return runs.annotate(host_bound=Exists(bound))

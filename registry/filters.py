@@ -10,11 +10,13 @@ import re
 
 import django_filters
 from django import forms
+from django.db.models import Exists, OuterRef
 from django.db.models.fields.json import KeyTransform
 from django_filters.fields import BaseCSVField
 from drf_spectacular.utils import extend_schema_field
 
 from registry.models import BenchmarkRun, EvidenceLevel, Metric, TimedPass
+from registry.reruns.models import RerunJob
 
 PARAMETER_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,49}")
 MAX_VALUE_LENGTH = 500
@@ -192,6 +194,7 @@ class StableOrderingFilter(django_filters.OrderingFilter):
 
 class RunFilter(django_filters.FilterSet):
     kernel = TextFilter(field_name="kernel__slug", help_text="Kernel slug, e.g. geglu.")
+    source = TextFilter(field_name="source__slug", help_text="Source slug, e.g. liger-kernel or kernelbench.")
     implementation = TextFilter(
         field_name="implementation__provider", help_text="Provider as the source names it, e.g. liger."
     )
@@ -226,6 +229,11 @@ class RunFilter(django_filters.FilterSet):
         help_text="true: only runs faster than their GPU's speed of light (or a peak below the memory "
         "that must be live); false: only the others."
     )
+    host_bound = StrictBooleanFilter(
+        method="filter_host_bound",
+        help_text="true: only runs whose reruns were judged in the host-bound class (their figure includes "
+        "the host's pace); false: only the others.",
+    )
     external_id = TextFilter()
     digest = TextFilter()
     comparison_key = TextFilter()
@@ -235,6 +243,12 @@ class RunFilter(django_filters.FilterSet):
         model = BenchmarkRun
         fields = []
         form = SafeForm
+
+    def filter_host_bound(self, queryset, name, value):
+        if value is None:
+            return queryset
+        bound = RerunJob.objects.filter(run=OuterRef("pk"), sampling__verdict_model__host_bound__gt="")
+        return queryset.filter(Exists(bound)) if value else queryset.exclude(Exists(bound))
 
     def filter_current(self, queryset, name, value):
         if value is None:

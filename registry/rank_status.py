@@ -2,7 +2,7 @@
 
 The competition rank (registry/ranks.py) orders medians, however little they rest on. Beside it:
 - each run has an interval: a source's p20–p80 range; for a controlled run the 95% interval of its
-  median from its measure job's raw samples (stats.median_interval, with scipy);
+  median from its measure job's raw samples (medians.median_interval, with scipy);
   a source's peak memory (the maximum over 10 runs) is a point, exact; a latency figure with
   p20 = p50 = p80 is one timed call and has no interval;
 - a run is compared with its group's best plausible run, and that run with the next plausible one
@@ -10,23 +10,24 @@ The competition rank (registry/ranks.py) orders medians, however little they res
   implausible, beyond its GPU's speed of light): one call on either side says "one sample: the
   order is not established"; overlapping intervals say "tied"; otherwise the gap between the
   medians, relative to the run compared with, and the interval of that gap from the two intervals
-  (stats.ranges_difference). An implausible run is compared with nothing: a figure the hardware
+  (medians.ranges_difference). An implausible run is compared with nothing: a figure the hardware
   cannot produce orders no run, and no run is measured against it.
 The compare page's ratio of two medians uses the rerun verdict's interval instead
-(stats.difference_interval: a bootstrap over both runs' samples when both have them).
+(medians.difference_interval: a bootstrap over both runs' samples when both have them).
 """
 
+import math
 from dataclasses import dataclass
 
 from django.db.models import F, TextChoices, Window
 from django.db.models.functions import RowNumber
+from scipy import stats as scipy_stats
 
 from registry.evidence import measured_samples, number
-from registry.models import BenchmarkRun, Metric
-from registry.reruns.harness import stats
+from registry.models import CONTROLLED_SOURCE_SLUG, BenchmarkRun, Metric
 from registry.reruns.judgement import difference_interval
-from registry.reruns.services.measured_run import CONTROLLED_SOURCE
 from registry.selectors import group_best_other
+from registry.stats import medians
 
 ONE_SAMPLE = "one sample: the order is not established"
 IMPLAUSIBLE = {
@@ -52,6 +53,7 @@ class IntervalBasis(TextChoices):
     MEDIAN_CI = "median-ci95", "the 95% interval of the median"
     NO_SPREAD = "no-spread", "peak memory, no spread"
     ONE_CALL = "one-call", "one timed call"
+    MEAN_CI = "mean-t95", "the 95% t interval of the mean (from std and num_trials)"
 
 
 @dataclass(frozen=True)
@@ -79,11 +81,29 @@ def spread_of(run: BenchmarkRun, median_interval: tuple[float, float] | None = N
     """`median_interval`: a controlled run's 95% interval of the median, where it has one."""
     if median_interval is not None:
         return Spread(*median_interval, IntervalBasis.MEDIAN_CI)
+    mean = mean_interval(run.source_metrics) if run.source_metrics else None
+    if mean is not None:
+        return Spread(*mean, IntervalBasis.MEAN_CI)
     if run.p20 != run.p80:
         return Spread(run.p20, run.p80, IntervalBasis.P20_P80)
     if run.metric == Metric.MEMORY:
         return Spread(run.median, run.median, IntervalBasis.NO_SPREAD)
     return Spread(None, None, IntervalBasis.ONE_CALL)
+
+
+def mean_interval(metrics: dict, confidence: float = 0.95) -> tuple[float, float] | None:
+    """The Student's t interval of a published mean from its std and number of calls (a source
+    that publishes a mean, not quantiles: KernelBench); None where the figures are not there."""
+    try:
+        mean, std, n = float(metrics["mean"]), float(metrics["std"]), int(metrics["num_trials"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if n < 2:
+        return None
+    if std == 0:
+        return mean, mean
+    low, high = scipy_stats.t.interval(confidence, n - 1, loc=mean, scale=std / math.sqrt(n))
+    return float(low), float(high)
 
 
 @dataclass(frozen=True)
@@ -191,7 +211,7 @@ def standing_of(run: BenchmarkRun, top: list[BenchmarkRun], intervals: dict) -> 
         return Standing(RankStatus.ONE_SAMPLE, difference=difference, **common)
     if mine.overlaps(theirs):
         return Standing(RankStatus.TIED, difference=difference, **common)
-    low, high = stats.ranges_difference((mine.low, mine.high), (theirs.low, theirs.high), compared.median)
+    low, high = medians.ranges_difference((mine.low, mine.high), (theirs.low, theirs.high), compared.median)
     status = RankStatus.AHEAD if run.rank < compared.rank else RankStatus.BEHIND
     return Standing(status, difference=difference, low=low, high=high, **common)
 
@@ -246,14 +266,14 @@ def _median_intervals(runs) -> dict[int, tuple[float, float]]:
     intervals = {}
     for pk, raw in measured_samples(pks).items():
         samples = [v for v in map(number, raw if isinstance(raw, list) else []) if v is not None]
-        interval = stats.median_interval(samples)
+        interval = medians.median_interval(samples)
         if interval is not None:
             intervals[pk] = interval
     return intervals
 
 
 def is_controlled(run: BenchmarkRun) -> bool:
-    return run.source.slug == CONTROLLED_SOURCE["slug"]
+    return run.source.slug == CONTROLLED_SOURCE_SLUG
 
 
 # --- the compare page's ratio ----------------------------------------------------------------
@@ -270,13 +290,15 @@ class Ratio:
 
 
 def medians_ratio(a: BenchmarkRun, b: BenchmarkRun) -> Ratio:
-    """The rerun verdict's interval (stats.difference_interval), as a ratio: a bootstrap over both
+    """The rerun verdict's interval (medians.difference_interval), as a ratio: a bootstrap over both
     runs' raw samples when both are controlled; else the two medians' ranges combined; none when
     a side is one timed call and no samples say how much one call varies. Peak memory from a
     source has no spread, so its ratio is exact. One query, for controlled runs' samples."""
     controlled = [run.pk for run in (a, b) if is_controlled(run)]
     samples = measured_samples(controlled) if controlled else {}
-    new, old = (stats.Side(samples=samples.get(r.pk), median=r.median, p20=r.p20, p80=r.p80) for r in (b, a))
+    new, old = (
+        medians.Side(samples=samples.get(r.pk), median=r.median, p20=r.p20, p80=r.p80) for r in (b, a)
+    )
     point, low, high, how = difference_interval(new, old, metric=a.metric)
     if point is None:
         return Ratio(None, None, None, how)
@@ -292,3 +314,31 @@ def medians_ratio(a: BenchmarkRun, b: BenchmarkRun) -> Ratio:
 def _pct(fraction: float) -> str:
     value = fraction * 100
     return f"{value:.1f}%" if abs(value) >= 1 else f"{value:.2f}%"
+
+
+def compare_in_words(a: BenchmarkRun, b: BenchmarkRun, ratio: Ratio | None, comparable: bool) -> str:
+    """The compare page's verdict, words first: "B (liger) is 2.0% faster than A (huggingface)",
+    with what the interval of the ratio B / A allows; nothing ranked across comparison groups."""
+    if not comparable:
+        return "These runs are not in one comparison group, so neither is said to be faster."
+    if not a.median or not b.median or ratio is None or ratio.value is None:
+        return "No ratio: one of the medians is missing or zero."
+    name_a = f"A ({a.implementation.provider})"
+    name_b = f"B ({b.implementation.provider})"
+    if ratio.value == 1:
+        return f"{name_a} and {name_b} have the same median."
+    memory = a.metric == Metric.MEMORY
+    better, worse = (name_b, name_a) if ratio.value < 1 else (name_a, name_b)
+    # How much less the better one takes, relative to the worse one.
+    gap = 1 - min(ratio.value, 1 / ratio.value)
+    amount = _pct(gap)
+    sentence = (
+        f"{better} uses {amount} less memory than {worse}"
+        if memory
+        else f"{better} is {amount} faster than {worse}"
+    )
+    if ratio.low is None:
+        return f"{sentence}, but one side rests on one timed call, so the order is not established."
+    if ratio.low <= 1 <= ratio.high:
+        return f"{sentence}, but the interval of the ratio includes no difference, so the order is not established."
+    return f"{sentence} (ratio B / A {ratio.value:.3f}, interval {ratio.low:.3f} to {ratio.high:.3f})."

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
-from registry.charts import significant
+from registry.charts import chart_region, significant
 
 MAX_SAMPLE_MARKS = 500
 HISTOGRAM_BINS = 60
@@ -175,7 +175,7 @@ def render(plot: SamplePlot) -> SafeString:
         line = _vertical(x_of(plot.reference), TOP - 6, axis_y, tip, width=1.2, dash="5 3")
         out.append(f'<g class="reference">{line}</g>')
     out.append("</svg>")
-    return mark_safe("".join(out))
+    return chart_region("".join(out), f"Chart: {plot.title}")
 
 
 def _vertical(

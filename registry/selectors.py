@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from django.db.models import Count, Exists, Max, Min, OuterRef, Q, Value
 
+from registry import sources
 from registry.models import (
     EVIDENCE_EXPLANATIONS,
     BenchmarkRun,
@@ -20,6 +21,7 @@ from registry.models import (
     Implementation,
     Kernel,
     Metric,
+    Source,
     TimedPass,
     Workload,
 )
@@ -93,13 +95,17 @@ def kernels_overview() -> list[dict]:
     return list(kernels.values())
 
 
-def runs_recent(limit: int = 10):
-    return public_runs().order_by("-published_at", "-id")[:limit]
+def runs_recent(limit: int = 10, *, besides=()):
+    """The newest published runs, less those the home page lists as recently verified, so that
+    the two lists never show the same run twice."""
+    return public_runs().exclude(pk__in=[run.pk for run in besides]).order_by("-published_at", "-id")[:limit]
 
 
 def runs_recently_verified(limit: int = 10):
-    verified = [EvidenceLevel.MEASURED, EvidenceLevel.REPRODUCED]
-    return public_runs().filter(evidence_level__in=verified).order_by("-updated_at", "-id")[:limit]
+    """Runs a KernelIndex rerun on another card reproduced, the latest first."""
+    return list(
+        public_runs().filter(evidence_level=EvidenceLevel.REPRODUCED).order_by("-updated_at", "-id")[:limit]
+    )
 
 
 def gpus_overview() -> list[dict]:
@@ -223,6 +229,17 @@ def comparability_breaks(a: BenchmarkRun, b: BenchmarkRun) -> list[dict]:
     ]
 
 
+def sources_apart(a: BenchmarkRun, b: BenchmarkRun) -> list[dict] | None:
+    """Two runs from two sources: each source and how it measures (its plug-in's words), the
+    plain reason such runs are not comparable; None for one source."""
+    if a.source_id == b.source_id:
+        return None
+    return [
+        {"name": run.source.name, "how": getattr(sources.plugin_for(run.source.slug), "comparability", "")}
+        for run in (a, b)
+    ]
+
+
 @dataclass
 class CompareSection:
     title: str
@@ -266,6 +283,16 @@ def flatten(document, prefix: str = "") -> dict[str, str]:
             out.update(flatten(value, f"{prefix}[{index}]"))
         return out
     return {prefix: _display(document)}
+
+
+def _software_rows(a: dict, b: dict) -> list[dict]:
+    """One row per package, by name, rather than the two version documents as JSON."""
+    if not a and not b:
+        return [_row("Software", "not recorded", "not recorded")]
+    return [
+        _row(f"Software: {name}", str(a.get(name, "not recorded")), str(b.get(name, "not recorded")))
+        for name in sorted(set(a) | set(b))
+    ]
 
 
 def compare_sections(a: BenchmarkRun, b: BenchmarkRun) -> list[CompareSection]:
@@ -323,9 +350,9 @@ def compare_sections(a: BenchmarkRun, b: BenchmarkRun) -> list[CompareSection]:
             _row("Product", a.environment.product, b.environment.product),
             _row("Form factor", a.environment.form_factor, b.environment.form_factor),
             _row("Architecture", a.environment.architecture, b.environment.architecture),
-            _row("Software", _display(a.environment.software), _display(b.environment.software)),
-            _row("Environment digest", a.environment.digest, b.environment.digest),
-        ],
+        ]
+        + _software_rows(a.environment.software or {}, b.environment.software or {})
+        + [_row("Environment digest", a.environment.digest, b.environment.digest)],
     )
     flat_a, flat_b = flatten(a.manifest), flatten(b.manifest)
     manifest = CompareSection(
@@ -371,10 +398,13 @@ def kernel_filter_choices(kernel: Kernel) -> dict:
     dtypes: set[str] = set()
     x_names: set[str] = set()
     parameters: dict[str, set] = {}
-    workloads = Workload.objects.filter(kernel=kernel).values_list("dtype", "x_name", "parameters")
-    for dtype, x_name, values in workloads:
+    labels: dict[str, str] = {}
+    workloads = Workload.objects.filter(kernel=kernel).values_list("dtype", "x_name", "x_label", "parameters")
+    for dtype, x_name, x_label, values in workloads:
         dtypes.add(dtype)
         x_names.add(x_name)
+        if x_label and x_label != x_name:
+            labels.setdefault(x_name, x_label)
         for name, value in values.items():
             if isinstance(value, bool) or isinstance(value, dict | list):
                 continue
@@ -386,6 +416,8 @@ def kernel_filter_choices(kernel: Kernel) -> dict:
         "parameters": [
             {
                 "name": name,
+                # The source's words for a swept parameter ("T" is the sequence length).
+                "label": labels.get(name, ""),
                 "options": [
                     {"value": value, "option": f"{name}:{value}"}
                     for value in sorted(values, key=lambda v: (isinstance(v, str), v))
@@ -526,6 +558,7 @@ class SearchResults:
     implementations: list = field(default_factory=list)
     gpus: list = field(default_factory=list)
     runs: object = None
+    run_groups: list = field(default_factory=list)
 
 
 def search_exact_run(query: str) -> BenchmarkRun | None:
@@ -539,7 +572,9 @@ def search(query: str) -> SearchResults:
     results = SearchResults(query=query)
     if not query:
         return results
-    results.kernels = list(Kernel.objects.filter(Q(name__icontains=query) | Q(slug__icontains=query))[:20])
+    kernels = Q(name__icontains=query) | Q(slug__icontains=query)
+    own = sources.kernels_matching(query)  # a source's own names for its kernels (registry/sources/)
+    results.kernels = list(Kernel.objects.filter(kernels | own if own is not None else kernels)[:20])
     results.implementations = list(
         Implementation.objects.filter(Q(provider__icontains=query) | Q(project__icontains=query))
         .values("provider", "project")
@@ -558,5 +593,24 @@ def search(query: str) -> SearchResults:
         runs |= Q(digest__startswith="sha256:" + digest_prefix)
         runs |= Q(workload__digest__startswith="sha256:" + digest_prefix)
         runs |= Q(comparison_key__startswith="sha256:" + digest_prefix)
-    results.runs = public_runs().filter(runs).order_by("kernel__slug", "external_id", "id")
+    matched = public_runs().filter(runs)
+    # Latency before memory, then by pass and id: the groups above say how many of each there are.
+    results.runs = matched.order_by("kernel__slug", "metric", "operation_mode", "external_id", "id")
+    results.run_groups = list(
+        matched.values("kernel__slug", "kernel__name", "operation_mode", "metric")
+        .annotate(count=Count("id"))
+        .order_by("kernel__slug", "metric", "operation_mode")[:60]
+    )
     return results
+
+
+def source_counts() -> list[dict]:
+    """Each source's runs, one query: current (listed, not replaced), superseded (replaced by a
+    newer value of its key) and withdrawn (no longer listed, not replaced)."""
+    rows = Source.objects.order_by("slug").annotate(
+        total=Count("runs"),
+        current=Count("runs", filter=Q(runs__withdrawn=False, runs__superseded_by__isnull=True)),
+        superseded=Count("runs", filter=Q(runs__superseded_by__isnull=False)),
+        withdrawn=Count("runs", filter=Q(runs__withdrawn=True, runs__superseded_by__isnull=True)),
+    )
+    return list(rows.values("slug", "total", "current", "superseded", "withdrawn"))

@@ -86,6 +86,27 @@ class ControlledJobSerializer(serializers.Serializer):
         allow_null=True, help_text="Samples on the recorded side; null when it has none (a published figure)."
     )
     verdict_note = serializers.CharField(source="job.verdict_note")
+    verdict_class = serializers.CharField(
+        help_text='The verdict model\'s class ("latency|1–10 ms|below the power cap"; "latency|host-bound"); '
+        "blank for a verdict under the fixed tolerance (memory, older protocols)."
+    )
+    class_words = serializers.CharField(help_text='The class in words: "1–10 ms ops below the power cap".')
+    margin_from = serializers.CharField(
+        help_text="Where the margin (`tolerance`) came from: the pairs of KernelIndex's cards it was "
+        "measured on (how far apart 95 in 100 of them put the same workload's median)."
+    )
+    verdict_summary = serializers.CharField(
+        help_text='The verdict in words: "agrees: +0.30% (95% interval …), within the ±3.1% that two '
+        'H200 cards differ on 1–10 ms ops below the power cap".'
+    )
+    host_bound = serializers.BooleanField(
+        help_text="The figure includes the host's pace (a wait on the host in the timed pass, half the "
+        "calls host-paced, or the spin at its cap): judged in a class of its own, and never makes a run "
+        "reproduced."
+    )
+    host_bound_reason = serializers.CharField(
+        help_text="Why, naming the calls from upstream's code; blank if not."
+    )
 
 
 class JobEvidenceFields(serializers.Serializer):
@@ -184,11 +205,30 @@ class RunSerializer(serializers.ModelSerializer):
     workload_digest = serializers.CharField(source="workload.digest", read_only=True)
     dtype = serializers.CharField(source="workload.dtype", read_only=True)
     source = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    # The primary statistic as the protocol names it ("median", or "mean" for KernelBench, whose
+    # `median` field holds the mean); p20 and p80 are null where the source published no quantiles.
+    statistic = serializers.CharField(source="protocol.statistic", read_only=True)
+    p20 = serializers.FloatField(read_only=True, allow_null=True)
+    p80 = serializers.FloatField(read_only=True, allow_null=True)
     url = serializers.CharField(source="get_absolute_url", read_only=True)
     manifest_url = serializers.SerializerMethodField()
     measurement = serializers.SerializerMethodField()
     reruns = serializers.SerializerMethodField()
     unsettled = serializers.SerializerMethodField()
+    host_bound = serializers.SerializerMethodField(
+        help_text="The run's figure includes the host's pace (its measurement waits on the host inside the "
+        "timed pass): its reruns are judged in a class of their own and never make it reproduced."
+    )
+    host_bound_reason = serializers.SerializerMethodField(help_text="Why, naming the calls; blank if not.")
+    pooled = serializers.SerializerMethodField(
+        help_text="Where three cards or more measured the workload: the measurement against the pooled "
+        "median of the other cards (deviation, 95% interval low/high, verdict against the class's "
+        "margin, words). Shown beside the reruns' verdicts; it never sets the evidence level."
+    )
+    card_spread = serializers.SerializerMethodField(
+        help_text="How far apart the cards that measured the workload put its median: cards, low, high "
+        "(offsets from the median of the cards' medians) and each card's offset by UUID prefix."
+    )
     speed_of_light = SpeedOfLightSerializer(read_only=True, allow_null=True)
     sol_percent = serializers.FloatField(
         read_only=True,
@@ -272,6 +312,7 @@ class RunSerializer(serializers.ModelSerializer):
             "operation_mode",
             "metric",
             "unit",
+            "statistic",
             "median",
             "p20",
             "p80",
@@ -301,6 +342,10 @@ class RunSerializer(serializers.ModelSerializer):
             "measurement",
             "reruns",
             "unsettled",
+            "host_bound",
+            "host_bound_reason",
+            "pooled",
+            "card_spread",
             "speed_of_light",
             "sol_percent",
             "sol_percent_measured",
@@ -310,7 +355,10 @@ class RunSerializer(serializers.ModelSerializer):
     def to_representation(self, run):
         if not hasattr(run, "standing"):
             rank_status.attach([run])
-        return super().to_representation(run)
+        data = super().to_representation(run)
+        if data.get("statistic") == "mean":
+            data["p20"] = data["p80"] = None  # not published: the columns only repeat the mean
+        return data
 
     def get_manifest_url(self, run) -> str:
         return reverse("manifest-detail", args=[run.digest])
@@ -325,6 +373,20 @@ class RunSerializer(serializers.ModelSerializer):
     def get_reruns(self, run):
         """Its finished controlled reruns, newest first, each with its verdict."""
         return ControlledJobSerializer(run_evidence_of(run).reruns, many=True).data
+
+    def get_host_bound(self, run) -> bool:
+        return bool(run_evidence_of(run).host_bound_reason)
+
+    def get_host_bound_reason(self, run) -> str:
+        return run_evidence_of(run).host_bound_reason
+
+    @extend_schema_field(serializers.DictField(allow_null=True))
+    def get_pooled(self, run):
+        return run_evidence_of(run).pooled
+
+    @extend_schema_field(serializers.DictField(allow_null=True))
+    def get_card_spread(self, run):
+        return run_evidence_of(run).card_spread
 
     @extend_schema_field(UnsettledSerializer(allow_null=True))
     def get_unsettled(self, run):

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from registry.charts import chart_region
 from registry.models import BenchmarkRun
 
 WIDTH, HEIGHT, PAD_X, PAD_Y = 560, 150, 56, 16
@@ -56,12 +57,11 @@ class Series:
         line = " ".join(f"{p.x:.1f},{p.y:.1f}" for p in self.points)
         marks = format_html_join(
             "",
-            '<a class="point" href="{}"><title>{}</title>'
+            '<g class="point"><title>{}</title>'
             '<rect x="{}" y="{}" width="8" height="{}" fill="#9ecae1" opacity=".6"></rect>'
-            '<circle cx="{}" cy="{}" r="{}" fill="{}" stroke="#08519c"></circle></a>',
+            '<circle cx="{}" cy="{}" r="{}" fill="{}" stroke="#08519c"></circle></g>',
             (
                 (
-                    p.run.get_absolute_url(),
                     f"{p.run.observed_at:%Y-%m-%d}: median {p.run.median:.4g} {p.run.unit} "
                     f"(p20 {p.run.p20:.4g}, p80 {p.run.p80:.4g}), {p.status}",
                     f"{p.x - 4:.1f}",
@@ -76,22 +76,25 @@ class Series:
             ),
         )
         low, high = self._range()
-        return format_html(
-            '<svg class="chart series-chart" viewBox="0 0 {w} {h}" role="img" aria-label="{label}">'
-            '<g class="grid"><line class="axis" x1="{px}" y1="{b}" x2="{r}" y2="{b}"></line></g>'
-            '<text x="4" y="{ty}">{high}</text><text x="4" y="{b}">{low}</text>'
-            '<polyline points="{line}" fill="none" stroke="#08519c"></polyline>{marks}</svg>',
-            w=WIDTH,
-            h=HEIGHT,
-            label=f"{len(self.points)} published values of this measurement, {self.run.unit}",
-            px=PAD_X,
-            b=HEIGHT - PAD_Y,
-            r=WIDTH - 8,
-            ty=PAD_Y,
-            high=f"{high:.4g}",
-            low=f"{low:.4g}",
-            line=line,
-            marks=marks,
+        return chart_region(
+            format_html(
+                '<svg class="chart series-chart" viewBox="0 0 {w} {h}" role="img" aria-label="{label}">'
+                '<g class="grid"><line class="axis" x1="{px}" y1="{b}" x2="{r}" y2="{b}"></line></g>'
+                '<text x="4" y="{ty}">{high}</text><text x="4" y="{b}">{low}</text>'
+                '<polyline points="{line}" fill="none" stroke="#08519c"></polyline>{marks}</svg>',
+                w=WIDTH,
+                h=HEIGHT,
+                label=f"{len(self.points)} published values of this measurement, {self.run.unit}",
+                px=PAD_X,
+                b=HEIGHT - PAD_Y,
+                r=WIDTH - 8,
+                ty=PAD_Y,
+                high=f"{high:.4g}",
+                low=f"{low:.4g}",
+                line=line,
+                marks=marks,
+            ),
+            f"Chart: {len(self.points)} published values of this measurement",
         )
 
     def _range(self) -> tuple[float, float]:

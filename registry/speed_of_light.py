@@ -32,7 +32,9 @@ from pathlib import Path
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models import Q
 
-from registry.models import BenchmarkRun, MeasuredCeiling, Metric
+from registry import sources
+from registry.models import BenchmarkRun, Metric
+from registry.reruns.models import MeasuredCeiling
 
 CEILINGS_FILE = Path(__file__).resolve().parent / "data" / "gpu-ceilings.json"
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8}
@@ -421,6 +423,8 @@ def verdict(
     """What the run's speed-of-light section shows and its columns hold: the counts, each
     ceiling with its floor and percentage, and whether the figure is impossible."""
     work = count(kernel, workload.parameters, workload.dtype, operation_mode)
+    if kernel not in WORK:  # a source's own count (registry/sources/<name>/), where it has one
+        work = sources.work_counted(workload, operation_mode) or work
     if "reason" in work:
         return {"countable": False, "reason": work["reason"]}
     if metric == Metric.MEMORY:
@@ -507,6 +511,8 @@ def verdict_basis() -> str:
     of every run that was not needed."""
     digest = hashlib.sha256(Path(__file__).read_bytes())
     digest.update(CEILINGS_FILE.read_bytes())
+    for counter in sources.work_counter_files():  # the sources' own formulas count too
+        digest.update(counter.read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -574,7 +580,7 @@ def _sol_write(runs: list) -> None:
 
 
 def speed_of_light_report(runs=None) -> dict:
-    """The figures the README quotes: countable kernels, implausible runs, and per GPU model the
+    """The figures `speed_of_light_report` prints (docs/reports/): countable kernels, implausible runs, and per GPU model the
     distribution of the current latency runs' percentages (datasheet; measured where known)."""
     import numpy as np
 

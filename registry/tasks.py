@@ -1,9 +1,6 @@
 from celery import shared_task
 
 from registry import services
-
-# The controlled-run pipeline's tasks live with it; imported here so autodiscovery finds them.
-from registry.reruns import tasks as reruns_tasks  # noqa: F401
 from registry.services.sync import liger_sync
 
 

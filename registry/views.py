@@ -12,9 +12,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
-from registry import charts, citations, evidence, rank_status, selectors
+from registry import baselines, charts, citations, evidence, fleet, rank_status, selectors
 from registry.filters import RunFilter
-from registry.models import Kernel, Source, SourceImport
+from registry.glossary import glossary_entries
+from registry.models import BenchmarkRun, Kernel, Source, SourceImport
 
 PAGE_SIZE = 50
 SORT_CHOICES = (
@@ -51,7 +52,11 @@ class NarrowPaginator(Paginator):
 
 
 def _paginate(request, queryset, per_page=PAGE_SIZE, paginator=Paginator):
-    return paginator(queryset, per_page).get_page(request.GET.get("page"))
+    page = paginator(queryset, per_page).get_page(request.GET.get("page"))
+    if queryset.model is BenchmarkRun and hasattr(page.object_list, "annotate"):
+        # A host-bound run's figure is labelled wherever a run table shows it (a subquery).
+        page.object_list = evidence.with_host_bound(page.object_list)
+    return page
 
 
 def _filtered(request, queryset, default_order):
@@ -67,14 +72,15 @@ def _filtered(request, queryset, default_order):
 
 @require_safe
 def home(request):
+    verified = selectors.runs_recently_verified()
     return render(
         request,
         "registry/home.html",
         {
             "counts": selectors.registry_counts(),
             "kernels": selectors.kernels_overview(),
-            "recent": selectors.runs_recent(),
-            "verified": selectors.runs_recently_verified(),
+            "recent": selectors.runs_recent(besides=verified),
+            "verified": verified,
         },
     )
 
@@ -129,6 +135,8 @@ def compare(request, a, b):
         raise Http404("No run has this id.")
     change = selectors.change_percent(run_a.median, run_b.median)
     rank_status.attach([run_a, run_b])
+    ratio = rank_status.medians_ratio(run_a, run_b) if run_a.median else None
+    same_group = run_a.comparison_key == run_b.comparison_key
     return render(
         request,
         "registry/compare.html",
@@ -137,9 +145,11 @@ def compare(request, a, b):
             "b": run_b,
             "change": change,
             "difference": run_b.median - run_a.median,
-            "ratio": rank_status.medians_ratio(run_a, run_b) if run_a.median else None,
-            "same_group": run_a.comparison_key == run_b.comparison_key,
+            "ratio": ratio,
+            "in_words": rank_status.compare_in_words(run_a, run_b, ratio, same_group),
+            "same_group": same_group,
             "breaks": selectors.comparability_breaks(run_a, run_b),
+            "sources_apart": selectors.sources_apart(run_a, run_b),
             "sections": selectors.compare_sections(run_a, run_b),
         },
     )
@@ -244,6 +254,11 @@ def kernel_detail(request, slug):
             "chart_points_over": f"{charts.MAX_CHART_POINTS:,}" if points_over else "",
             "sort_choices": SORT_CHOICES,
             "chart": chart,
+            "baselines": baselines.matrix_of(
+                kernel,
+                shown=page.object_list if page else [],
+                withdrawn=request.GET.get("configurations") == "all",
+            ),
         },
         status=status,
     )
@@ -327,3 +342,22 @@ def search(request):
     results = selectors.search(query)
     page = _paginate(request, results.runs) if results.runs is not None else None
     return render(request, "registry/search.html", {"results": results, "query": query, "page": page})
+
+
+@require_safe
+def glossary(request):
+    return render(request, "registry/glossary.html", {"entries": glossary_entries()})
+
+
+@require_safe
+def fleet_list(request):
+    """KernelIndex's physical cards and each one's offset from the fleet per class."""
+    return render(request, "registry/fleet.html", {"cards": list(fleet.fleet().values())})
+
+
+@require_safe
+def fleet_card(request, prefix):
+    card = fleet.fleet(with_jobs=True).get(prefix)
+    if card is None:
+        raise Http404("KernelIndex has no card with this UUID prefix.")
+    return render(request, "registry/fleet_card.html", {"card": card})

@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
-"""The figures the README gives for the shipped controlled runs, read from the files themselves
+"""The figures docs/reports/2026-12-04-h200-controlled-runs.md gives for the shipped controlled runs, read from the files themselves
 (numpy and scipy): coverage, verdicts, rerun-to-rerun differences, the offset between each pair
 of cards, sampling and where the host's seconds went.
 
     .venv/bin/python scripts/controlled_figures.py [registry/data/controlled-runs] [--since 2026-12-01T10:00]
+    .venv/bin/python scripts/controlled_figures.py --verdicts [--write-model registry/data/verdict-model-nvidia-h200.json]
+
+`--verdicts`: the verdict model's figures (registry/stats/; docs/protocol.md, "Verdicts by class"):
+each class's between-process component and margin, and every "Done when" figure of issue 35 on
+the shipped reruns judged again under it. `--write-model`: also write the model's parameters, which
+the recorder and `rejudge_reruns` judge by.
 
 `--since`: the host seconds of the measure jobs started from then on as well (the harness has run
 upstream's setup on the GPU since 2026-12-01T10:00 UTC; docs/protocol.md).
@@ -13,6 +19,7 @@ import argparse
 import gzip
 import importlib.util
 import json
+import sys
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -20,13 +27,16 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # registry.stats needs no Django
+from registry.stats import shipped, verdict_model  # noqa: E402
+
 # A pair of cards is reported with at least this many latency reruns between them in a band.
 PAIR_MIN = 10
 # Bands of a run's median (ms), largest first: the first whose bound the median reaches.
 BANDS = (("10 ms or more", 10), ("1-10 ms", 1), ("0.1-1 ms", 0.1), ("25-100 us", 0.025), ("under 25 us", 0))
 # A slow job: longer than SLOW_S and SLOW_TIMES times its kernel and metric's median job.
 SLOW_S, SLOW_TIMES = 8, 3
-ROOT = Path(__file__).resolve().parent.parent
 FOLDER = ROOT / "registry" / "data" / "controlled-runs"
 
 
@@ -264,13 +274,152 @@ def _print_pairs(pairs: dict) -> None:
             )
 
 
+GPU = "nvidia-h200"
+MODEL_PATH = ROOT / "registry" / "data" / f"verdict-model-{GPU}.json"
+
+
+def verdict_figures(folder: Path, write_model: Path | None = None) -> dict:
+    """Fit the verdict model on the shipped reruns and print every "Done when" figure of the
+    verdicts; returns them by name (tests/stats/test_protocol_figures.py reads this)."""
+    rows = shipped.reruns(folder)
+    pairs = [row.pair for row in rows]
+    model = verdict_model.fit(pairs, gpu=GPU)
+    if write_model:
+        write_model.write_text(json.dumps(model.to_json(), indent=1, ensure_ascii=False) + "\n")
+        print(
+            f"model written: {write_model.relative_to(ROOT) if write_model.is_relative_to(ROOT) else write_model}"
+        )
+    figures = {}
+    print("classes: between-process SD (fitted on) | margin (measured on)")
+    for key, params in sorted(model.classes.items()):
+        print(
+            f"  {key:45} {params.process_sd:.2%} ({params.process_from}) | ±{params.margin:.1%} "
+            f"({params.margin_from})"
+        )
+        figures[f"margin {key}"] = params.margin
+        figures[f"process sd {key}"] = params.process_sd
+    gpu_timed = [row for row in rows if not row.host_bound]
+    cross = [row.pair for row in gpu_timed if not row.pair.same_card]
+    counts = Counter(verdict_model.verdicts(model, cross))
+    figures["cross n"] = len(cross)
+    figures["cross agree"] = counts["agrees"] / len(cross)
+    figures["cross disagree"] = counts["disagrees"] / len(cross)
+    print(
+        f"GPU-timed latency reruns on another card: {len(cross)}; agree {counts['agrees']} "
+        f"({figures['cross agree']:.1%}), disagree {counts['disagrees']} ({figures['cross disagree']:.1%}), "
+        f"inconclusive {counts['inconclusive']}"
+    )
+    by_class = Counter(zip((p.key for p in cross), verdict_model.verdicts(model, cross), strict=True))
+    for key in sorted(model.classes):
+        row = [by_class[(key, v)] for v in ("agrees", "disagrees", "inconclusive")]
+        figures[f"class {key}"] = tuple(row)
+        if sum(row):
+            print(f"  {key:45} agree / disagree / inconclusive {row[0]} / {row[1]} / {row[2]}")
+    first = [row.pair for row in shipped.first_reruns(gpu_timed)]
+    first_counts = Counter(verdict_model.verdicts(model, first))
+    figures["first agree"] = first_counts["agrees"] / len(first)
+    print(
+        f"  the first rerun on another card of each run: {first_counts['agrees']} of {len(first)} agree "
+        f"({figures['first agree']:.1%}), {first_counts['disagrees']} disagree"
+    )
+    loko = Counter(
+        verdict_model.leave_one_kernel_out(
+            pairs, gpu=GPU, select=lambda p: not p.same_card and not p.key.endswith(verdict_model.HOST_BOUND)
+        )
+    )
+    figures["loko agree"] = loko["agrees"] / sum(loko.values())
+    print(
+        f"leave one kernel out (each kernel judged by a model fitted on the others): {loko['agrees']} of "
+        f"{sum(loko.values())} agree ({figures['loko agree']:.1%}), {loko['disagrees']} disagree"
+    )
+    same = [row.pair for row in gpu_timed if row.pair.same_card]
+    figures["same n"] = len(same)
+    figures["coverage"] = verdict_model.coverage(model, same)
+    figures["coverage loko"] = verdict_model.leave_one_kernel_out_coverage(
+        pairs, gpu=GPU, select=lambda p: not p.key.endswith(verdict_model.HOST_BOUND)
+    )
+    figures["coverage within"] = verdict_model.coverage(verdict_model.without_process_component(model), same)
+    print(
+        f"same-card coverage: of {len(same)} GPU-timed same-card reruns, {figures['coverage']:.1%} have their "
+        f"median inside the measurement's 95% interval for a rerun; {figures['coverage loko']:.1%} with each "
+        f"kernel's component fitted on the other kernels; {figures['coverage within']:.1%} with the within-job "
+        "variance alone"
+    )
+    long_enough = [p for p in cross if p.old.median >= 0.1]
+    for shift in verdict_model.SHIFTS:
+        shifted = Counter(verdict_model.verdicts(model, long_enough, shift=shift))
+        figures[f"shift {shift:.0%} agree"] = shifted["agrees"] / len(long_enough)
+        figures[f"shift {shift:.0%} disagree"] = shifted["disagrees"] / len(long_enough)
+        print(
+            f"shift test +{shift:.0%} (GPU-timed, 0.1 ms or more, {len(long_enough)} reruns on another card): "
+            f"agree {figures[f'shift {shift:.0%} agree']:.1%}, disagree {figures[f'shift {shift:.0%} disagree']:.1%}"
+        )
+    bound = [row for row in rows if row.host_bound]
+    figures["host-bound reruns"] = len(bound)
+    print(
+        f"host-bound reruns, judged apart and never counted above: {len(bound)} "
+        f"({sum(not r.pair.same_card for r in bound)} on another card)"
+    )
+    figures.update(_reproduced_figures(folder, model))
+    figures["model"] = model
+    return figures
+
+
+def _reproduced_figures(folder: Path, model) -> dict:
+    """Current cuda-v1 latency runs and how many are `reproduced` under the model: a GPU-timed
+    rerun on another card agrees. A run whose measurement is host-bound cannot be (its figure
+    includes the host's pace); it is counted in the first figure and apart in the second."""
+    verdicts_by_run, host_bound_runs, runs = {}, set(), set()
+    for entry in shipped.entries(folder):
+        run = entry["run"]
+        if entry["protocol"]["comparability_family"] != shipped.LATENCY_FAMILY or run["metric"] != "latency":
+            continue
+        if run.get("withdrawn"):
+            continue
+        measure = next((job for job in entry["jobs"] if job["kind"] == "measure"), None)
+        if measure is None:
+            continue
+        runs.add(run["external_id"])
+        if shipped.job_class(entry, measure, None)[1]:
+            host_bound_runs.add(run["external_id"])
+    for row in shipped.reruns(folder):
+        if row.pair.same_card or row.host_bound:
+            continue
+        verdicts_by_run.setdefault(row.run, []).append(verdict_model.verdicts(model, [row.pair])[0])
+    reproduced = {run for run, verdicts in verdicts_by_run.items() if "agrees" in verdicts}
+    gpu_runs = runs - host_bound_runs
+    figures = {
+        "reproduced runs": len(reproduced & runs),
+        "reproduced share": len(reproduced & runs) / len(runs),
+        "reproduced gpu share": len(reproduced & gpu_runs) / len(gpu_runs),
+    }
+    print(
+        f"current kernelindex/cuda-v1 latency runs: {len(runs)}; reproduced {len(reproduced & runs)} "
+        f"({figures['reproduced share']:.1%}); of the {len(gpu_runs)} GPU-timed ones {len(reproduced & gpu_runs)} "
+        f"({figures['reproduced gpu share']:.1%}); host-bound runs (never reproduced): {len(host_bound_runs)}"
+    )
+    return figures
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", nargs="?", type=Path, default=FOLDER, help="default: the shipped runs")
     parser.add_argument(
         "--since", default="", help="an ISO date: also the host seconds of the jobs from then"
     )
+    parser.add_argument("--verdicts", action="store_true", help="the verdict model's figures")
+    parser.add_argument(
+        "--write-model",
+        nargs="?",
+        type=Path,
+        const=MODEL_PATH,
+        default=None,
+        help=f"with --verdicts: write the model's parameters (default {MODEL_PATH.relative_to(ROOT)})",
+    )
     args = parser.parse_args()
     if not args.folder.is_dir() or not list(args.folder.glob("*.json.gz")):
         parser.error(f"{args.folder}: no controlled-run exports (*.json.gz) there")
-    main(args.folder, args.since)
+    if args.verdicts or args.write_model:
+        verdict_figures(args.folder, args.write_model)
+    else:
+        main(args.folder, args.since)

@@ -2,11 +2,13 @@
 """The two README commands: `python3 scripts/dev.py run` and `python3 scripts/dev.py test`.
 
 Needs only Python 3.11+ and git. `run` makes `.venv`, installs, migrates, loads the bundled data
-and serves the site on http://127.0.0.1:8000 with a Celery worker beside it (SQLite and the
-embedded filesystem broker unless DATABASE_URL / CELERY_BROKER_URL say otherwise). `test`
-installs what the tests need and runs the whole suite; extra arguments go to pytest.
+and serves the site on http://127.0.0.1:8000 (`--port N` for another port) with a Celery worker
+beside it (SQLite and the embedded filesystem broker unless DATABASE_URL / CELERY_BROKER_URL say
+otherwise). `test` installs what the tests need (axe-core through `npm ci` where npm is) and runs
+the whole suite; extra arguments go to pytest.
 """
 
+import contextlib
 import os
 import shutil
 import signal
@@ -48,6 +50,16 @@ def ensure_chromium():
         print("chromium is not installed and cannot be installed here; browser tests will be skipped.")
 
 
+def ensure_axe_core():
+    """The browser tests inject axe-core, pinned in package-lock.json, from node_modules/."""
+    if (ROOT / "node_modules" / "axe-core" / "axe.min.js").exists():
+        return
+    if shutil.which("npm"):
+        sh("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error")
+    else:
+        print("npm is not installed; the accessibility checks of the browser tests will be skipped.")
+
+
 def ensure_worker_requirements():
     """The CPU harness runs in the test suite; torch goes first so pip keeps the CPU build."""
     worker = ROOT / "requirements-worker.txt"
@@ -83,7 +95,27 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def run():
+def children_stop(children: list[subprocess.Popen], grace: float = 20) -> None:
+    """Each child leads a process group of its own (runserver's autoreloader and Celery's pool
+    are grandchildren): the whole group gets SIGTERM, then SIGKILL if it outlives the grace, so no
+    grandchild keeps holding the port."""
+    for child in children:
+        if child.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGTERM)
+    for child in children:
+        try:
+            child.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+        # The leader may be gone while the group lives on.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+
+
+def run(port: int = 8000):
     ensure_venv()
     dotenv_ensure()
     pip_install("-r", ROOT / "requirements.txt")
@@ -91,9 +123,29 @@ def run():
     manage = [PYTHON, ROOT / "manage.py"]
     sh(*manage, "migrate", "--noinput", env=env)
     sh(*manage, "load_bundled_data", env=env)
-    # A SIGTERM (from a supervisor or `timeout`) stops the worker too, like Ctrl-C does.
+    # A SIGTERM (from a supervisor or `timeout`) stops both children, like Ctrl-C does.
     signal.signal(signal.SIGTERM, _interrupt)
-    worker = subprocess.Popen(
+    signal.signal(signal.SIGINT, _interrupt)
+    children = []
+    try:
+        children.append(celery_worker_start(env))
+        print(f"+ {PYTHON} manage.py runserver 127.0.0.1:{port}", flush=True)
+        server = subprocess.Popen(
+            [PYTHON, ROOT / "manage.py", "runserver", f"127.0.0.1:{port}"],
+            cwd=ROOT,
+            env=env,
+            start_new_session=True,
+        )
+        children.append(server)
+        server.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        children_stop(children)
+
+
+def celery_worker_start(env) -> subprocess.Popen:
+    return subprocess.Popen(
         [
             PYTHON,
             "-m",
@@ -110,14 +162,8 @@ def run():
         ],
         cwd=ROOT,
         env=env,
+        start_new_session=True,
     )
-    try:
-        sh(*manage, "runserver", "127.0.0.1:8000", env=env)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        worker.send_signal(signal.SIGTERM)
-        worker.wait(timeout=30)
 
 
 def test(pytest_args):
@@ -125,14 +171,27 @@ def test(pytest_args):
     pip_install("-r", ROOT / "requirements-test.txt")
     ensure_worker_requirements()
     ensure_chromium()
+    ensure_axe_core()
+    # KERNELINDEX_TEST_WORKERS=N: N parallel pytest-xdist workers (tests/settings.py gives each its
+    # own var/ folder, test database, broker and cache key prefixes). Off by default until the
+    # whole suite is shown to pass in parallel on PostgreSQL and Redis.
+    workers = os.environ.get("KERNELINDEX_TEST_WORKERS", "")
+    if workers and workers != "0" and not any(a.startswith(("-n", "--numprocesses")) for a in pytest_args):
+        pytest_args = ["-n", workers, "--dist", "worksteal", *pytest_args]
     sys.exit(subprocess.run([PYTHON, "-m", "pytest", *pytest_args], cwd=ROOT, env=base_env()).returncode)
 
 
 if __name__ == "__main__":
     command = sys.argv[1] if len(sys.argv) > 1 else ""
     if command == "run":
-        run()
+        arguments = sys.argv[2:]
+        if arguments[:1] == ["--port"] and len(arguments) == 2 and arguments[1].isdigit():
+            run(port=int(arguments[1]))
+        elif arguments:
+            sys.exit("usage: python3 scripts/dev.py run [--port N]")
+        else:
+            run()
     elif command == "test":
         test(sys.argv[2:])
     else:
-        sys.exit("usage: python3 scripts/dev.py run | test [pytest arguments]")
+        sys.exit("usage: python3 scripts/dev.py run [--port N] | test [pytest arguments]")

@@ -13,9 +13,16 @@ process in its own session (logs and pid files under var/prod/), and returns onc
 answers 200. `down` stops them (SIGTERM, then SIGKILL after 30 s). The settings are the
 production ones (DEBUG off, JSON logs), except that there is no TLS in front, so the secure-cookie
 and HTTPS-redirect settings are off unless set. docs/deploy.md describes the real deployment.
+
+Each party gets only its own credentials, as docs/deploy.md sets them up: the web tier, the
+default worker and beat share a Redis ACL user and var/prod/web.env; each `--gpu` worker gets a
+Redis ACL user limited to the broker's keys of its own queue, an Ed25519 worker key registered for
+its GPU model, and var/prod/gpu-<SLUG>/env without DATABASE_URL, CACHE_URL, SECRET_KEY or the
+job-signing key (it runs with that file's settings only). `down` deletes the ACL users.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import secrets
@@ -63,7 +70,95 @@ def environment(port: int) -> dict:
     env.setdefault("SECURE_HSTS_SECONDS", "0")
     env["PROMETHEUS_MULTIPROC_DIR"] = str(folder / "prometheus")
     env["GUNICORN_BIND"] = f"127.0.0.1:{port}"
+    job_key_file = folder / "job-signing-key"
+    if not job_key_file.exists():
+        job_key_file.write_text(secrets.token_urlsafe(48))
+        job_key_file.chmod(0o600)
+    env.setdefault("JOB_SIGNING_KEY", job_key_file.read_text().strip())
     return env
+
+
+# --- Redis ACL users: the web tier's, and one per GPU worker (docs/deploy.md, "Grants") ----------
+
+
+def acl_tag() -> str:
+    """Names this deployment's ACL users apart from any other on the same Redis."""
+    return hashlib.sha256(str(state_dir().resolve()).encode()).hexdigest()[:8]
+
+
+def web_acl_rules() -> list[str]:
+    # The web tier, the default worker and beat are trusted with every key (broker and cache).
+    return ["~*", "&*", "+@all", "-@admin"]
+
+
+def gpu_acl_rules(gpu: str) -> list[str]:
+    """What a GPU worker needs of the broker, and nothing else: its own queue (and kombu's
+    priority lists of it), the default queue to push its signed reports to (write only: it cannot
+    read or take the central worker's tasks), kombu's bindings and unacknowledged-message
+    bookkeeping, the answers to its claims, and celery's remote control (the admin's Operations
+    page asks workers which queues they serve). Never the cache's keys
+    (`web:*`, sessions among them), never SCAN or KEYS (key names would give away session ids),
+    never another database's keys by SELECT, since key patterns hold in every database."""
+    return [
+        f"~gpu.{gpu}",
+        f"~gpu.{gpu}\x06\x16*",
+        "%W~default",
+        "%W~default\x06\x16*",
+        "~_kombu.*",
+        "~unacked",
+        "~unacked_index",
+        "~unacked_mutex",
+        "~celery-task-meta-*",
+        "~*.celery.pidbox*",
+        "&*",
+        "+@all",
+        "-@admin",
+        "-@dangerous",
+        "-scan",
+        "-keys",
+        "-randomkey",
+    ]
+
+
+ACL_CODE = (
+    "import json, sys, redis\n"
+    "r = redis.Redis.from_url(sys.argv[1])\n"
+    "for name, password, rules in json.loads(sys.argv[2]):\n"
+    "    if password is None:\n"
+    "        r.execute_command('ACL', 'DELUSER', name)\n"
+    "    else:\n"
+    "        r.execute_command('ACL', 'SETUSER', name, 'reset', 'on', '>' + password, *rules)\n"
+)
+
+
+def acl_apply(admin_url: str, users: list, *, check: bool = True) -> bool:
+    """Set (name, password, rules) users, or delete (name, None, None) ones, as the operator."""
+    done = subprocess.run([PYTHON, "-c", ACL_CODE, admin_url, json.dumps(users)], check=check, cwd=ROOT)
+    return done.returncode == 0
+
+
+def url_as(url: str, user: str, password: str, db: int | None = None) -> str:
+    parts = urlsplit(url)
+    host = parts.hostname + (f":{parts.port}" if parts.port else "")
+    path = f"/{db}" if db is not None else parts.path
+    return urlunsplit(parts._replace(netloc=f"{user}:{password}@{host}", path=path))
+
+
+def acl_users(args) -> dict[str, str]:
+    tag = acl_tag()
+    return {"web": f"ki-web-{tag}", **{gpu: f"ki-gpu-{gpu}-{tag}" for gpu in args.gpu}}
+
+
+def web_credentials(env: dict, args) -> None:
+    """The web tier's own Redis user, in its broker and cache URLs."""
+    password = secrets.token_urlsafe(32)
+    name = acl_users(args)["web"]
+    acl_apply(env["CELERY_BROKER_URL"], [[name, password, web_acl_rules()]])
+    env["REDIS_ADMIN_URL"] = env["CELERY_BROKER_URL"]
+    env["CELERY_BROKER_URL"] = url_as(env["CELERY_BROKER_URL"], name, password)
+    env["CACHE_URL"] = url_as(env["CACHE_URL"], name, password)
+    with (state_dir() / "acl-users").open("a") as out:
+        out.write(name + "\n")
 
 
 # What an operator's shell needs to run manage.py against this deployment (`operator_env_write`).
@@ -83,7 +178,97 @@ OPERATOR_VARIABLES = (
     "KERNELINDEX_VAR_DIR",
     "JOB_SIGNING_KEY",
     "METRICS_TOKEN",
+    "REDIS_ADMIN_URL",
 )
+
+
+def web_env_write(env: dict) -> Path:
+    """var/prod/web.env: what the web tier, the default worker and beat run with (mode 0600)."""
+    path = state_dir() / "web.env"
+    names = [name for name in OPERATOR_VARIABLES if name != "REDIS_ADMIN_URL"]
+    _env_file_write(path, {name: env[name] for name in names if env.get(name)})
+    return path
+
+
+def _env_file_write(path: Path, values: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600)
+    path.chmod(0o600)
+    lines = [f"{name}={shlex.quote(str(value))}" for name, value in values.items()]
+    path.write_text(
+        "# Written by scripts/prod.py up. Load it with: set -a; . THIS_FILE; set +a\n"
+        + "\n".join(lines)
+        + "\n"
+    )
+
+
+# What a GPU worker runs with, and all it runs with: no DATABASE_URL, CACHE_URL, SECRET_KEY or
+# JOB_SIGNING_KEY (kernelindex/settings.py refuses to start a gpu-worker given one of them).
+GPU_BASE_VARIABLES = (
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "TMPDIR",
+    "VIRTUAL_ENV",
+    "CUDA_VISIBLE_DEVICES",
+    "KERNELINDEX_HARNESS_DIR",
+    "KERNELINDEX_HARNESS_ARCHIVE",
+)
+
+
+def gpu_worker_setup(env: dict, args, gpu: str) -> dict:
+    """The GPU worker's own Redis user, key (made and registered) and env file; its environment."""
+    folder = state_dir() / f"gpu-{gpu}"
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    name = acl_users(args)[gpu]
+    password = secrets.token_urlsafe(32)
+    acl_apply(env["REDIS_ADMIN_URL"], [[name, password, gpu_acl_rules(gpu)]])
+    with (state_dir() / "acl-users").open("a") as out:
+        out.write(name + "\n")
+    worker = f"prod-{gpu}-{acl_tag()}"
+    key_file = folder / "worker.key"
+    verify_key = _manage_output(env, "worker_key", "job-key")
+    if not key_file.exists():
+        public = _manage_output(env, "worker_key", "generate", "--out", str(key_file))
+        cards = [f"--card={card}" for card in _local_cards(gpu)]
+        manage(env, "worker_key", "register", worker, "--gpu", gpu, "--public-key", public, *cards)
+    values = {
+        "KERNELINDEX_ROLE": "gpu-worker",
+        "DEBUG": "0",
+        "LOG_FORMAT": env.get("LOG_FORMAT", "json"),
+        "KERNELINDEX_VAR_DIR": str(folder / "var"),
+        "CELERY_BROKER_URL": url_as(env["REDIS_ADMIN_URL"], name, password),
+        "JOB_VERIFY_KEY": verify_key,
+        "WORKER_NAME": worker,
+        "WORKER_KEY_FILE": str(key_file),
+        **{
+            k: env[k]
+            for k in env
+            if k.startswith(("JOB_", "CONTROLLED_", "CELERY_VISIBILITY")) and k != "JOB_SIGNING_KEY"
+        },
+    }
+    _env_file_write(folder / "env", values)
+    return {**{k: os.environ[k] for k in GPU_BASE_VARIABLES if k in os.environ}, **values}
+
+
+def _manage_output(env: dict, *args: str) -> str:
+    out = subprocess.run(
+        [PYTHON, "manage.py", *args], check=True, cwd=ROOT, env=env, capture_output=True, text=True
+    )
+    return out.stdout.strip()
+
+
+def _local_cards(gpu: str) -> list[str]:
+    """The NVML UUIDs of this host's cards of model `gpu` (none for the CPU)."""
+    if gpu == "cpu":
+        return []
+    code = "from registry.reruns.harness import local_gpus\nfor slug, uuid in local_gpus(): print(slug, uuid)"
+    out = subprocess.run([PYTHON, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    return [
+        uuid for slug, _, uuid in (line.partition(" ") for line in out.stdout.splitlines()) if slug == gpu
+    ]
 
 
 def operator_env_write(env: dict) -> Path:
@@ -175,18 +360,22 @@ def up(args) -> None:
     if running():
         sys.exit(f"already running: {', '.join(running())}; run `scripts/prod.py down` first")
     env = environment(args.port)
+    web_credentials(env, args)
     operator_env = operator_env_write(env)
+    web_env_write(env)
     database_ensure(env)
     manage(env, "migrate", "--noinput")
     manage(env, "collectstatic", "--noinput", "--verbosity", "0")
     if args.load_data:
         manage(env, "load_bundled_data")
+    web_env = {k: v for k, v in env.items() if k != "REDIS_ADMIN_URL"}
+    envs = {f"gpu-{gpu}": gpu_worker_setup(env, args, gpu) for gpu in args.gpu}
     for name, command in processes(args).items():
         log = (folder / "log" / f"{name}.log").open("ab")
         process = subprocess.Popen(
             command,
             cwd=ROOT,
-            env=env,
+            env=envs.get(name, web_env),
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -270,7 +459,23 @@ def down(args) -> None:
             except ProcessLookupError:
                 pass
         (state_dir() / f"{name}.pid").unlink(missing_ok=True)
+    acl_users_delete()
     print(f"stopped: {', '.join(found) or 'nothing was running'}")
+
+
+def acl_users_delete() -> None:
+    """Delete the ACL users `up` made (their passwords are in files that are stale from now on)."""
+    listed = state_dir() / "acl-users"
+    admin = os.environ.get("REDIS_ADMIN_URL") or os.environ.get("CELERY_BROKER_URL", "")
+    if not listed.exists() or not admin.startswith("redis://"):
+        return
+    names = sorted(set(listed.read_text().split()))
+    if acl_apply(admin, [[name, None, None] for name in names], check=False):
+        listed.unlink()
+    else:
+        print(
+            f"could not delete the Redis ACL users {', '.join(names)} as {admin.split('@')[-1]}", flush=True
+        )
 
 
 def status(args) -> None:

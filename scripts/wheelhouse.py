@@ -40,7 +40,7 @@ MANYLINUX_X86_64 = (
     "manylinux1_x86_64",
 )
 
-# The image of the H200 hosts ('cuda', /work/.library/device/KINDS.md, read 2026-11-17):
+# The image of the H200 hosts ('cuda', as its lender documented it on 2026-11-17):
 # Python 3.12.3 and these packages. A package our requirement files pin with == is left out only
 # where the image's version is known and equal (KNOWN_VERSIONS); the others travel as wheels.
 H200_IMAGE = """
@@ -173,10 +173,12 @@ def requires_dist(wheel: Path) -> list[str]:
     return lines
 
 
-def load_cache_module():
-    """registry/reruns/harness/cache.py, loaded on its own (it needs no Django): the pinned
+def load_upstream_module():
+    """registry/reruns/harness/upstream.py, loaded on its own (it needs no Django): the pinned
     liger-kernel version and its sha256 live there, and only there."""
-    spec = importlib.util.spec_from_file_location("_harness_cache", ROOT / "registry/reruns/harness/cache.py")
+    spec = importlib.util.spec_from_file_location(
+        "_harness_upstream", ROOT / "registry/reruns/harness/upstream.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -277,7 +279,7 @@ def build(
     dependency only where no wheel kept here asks for a version of it that the host's copy is not
     known to have (celery pins python-dateutil and asks for click>=8.3.1: those travel, and pip
     uses them only if the host's own copy falls short)."""
-    cache = load_cache_module()
+    upstream = load_upstream_module()
     here = f"{sys.version_info[0]}.{sys.version_info[1]}"
     env = marker_env(python_version or here, platforms)
     lines = [line for path in requirements for line in requirement_lines(Path(path))]
@@ -331,7 +333,7 @@ def build(
         for name in sorted(kept):
             shutil.copy2(wheels[name], dest / wheels[name].name)
         if harness:
-            version = cache.LIGER_KERNEL_VERSION
+            version = upstream.LIGER_KERNEL_VERSION
             pip(
                 "download",
                 "--no-deps",
@@ -341,8 +343,8 @@ def build(
                 Path(tmp) / "sdist",
                 f"liger-kernel=={version}",
             )
-            archive = cache.archive_find(Path(tmp) / "sdist", version)
-            cache.archive_check(archive, version=version, required=True)
+            archive = upstream.archive_find(Path(tmp) / "sdist", version)
+            upstream.archive_check(archive, version=version, required=True)
             shutil.copy2(archive, dest / archive.name)
 
     left_out = explicit | dropped | optional

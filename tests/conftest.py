@@ -1,6 +1,7 @@
 """Fixtures for every test: the page cache emptied, the harness fetched for worker tests, and the
 roles (contributors, a moderator, a superuser), each defined here once."""
 
+import fcntl
 import importlib
 
 import pytest
@@ -11,7 +12,7 @@ from django.contrib.auth.models import Group
 from django.core.cache import cache
 
 from attestations import services
-from registry.reruns.harness.cache import harness_fetch
+from registry.reruns.harness.upstream import harness_dir, harness_fetch
 
 PASSWORD = "correct-horse-battery-staple-42"
 
@@ -27,8 +28,13 @@ def page_cache_empty():
 
 @pytest.fixture(scope="session")
 def harness_root():
-    """The pinned liger-kernel sdist, downloaded once into KERNELINDEX_HARNESS_DIR if missing."""
-    return harness_fetch()
+    """The pinned liger-kernel sdist, downloaded once into KERNELINDEX_HARNESS_DIR if missing;
+    under a lock, since parallel workers (pytest-xdist) share that folder."""
+    folder = harness_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / ".fetch.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return harness_fetch()
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +57,10 @@ def make_user(username: str, **extra):
     return user
 
 
-MODERATOR_MIGRATIONS = ["0002_moderators_group", "0003_moderators_request_reruns"]
+MODERATOR_MIGRATIONS = [
+    "attestations.migrations.0002_moderators_group",
+    "registry.reruns.migrations.0002_moderators_request_reruns",
+]
 
 
 def moderators_group_ensure() -> Group:
@@ -59,7 +68,7 @@ def moderators_group_ensure() -> Group:
     teardown) removes rows that migrations created, so replay them the way `migrate` did."""
     if not Group.objects.filter(name=services.MODERATORS_GROUP).exists():
         for name in MODERATOR_MIGRATIONS:
-            migration = importlib.import_module(f"attestations.migrations.{name}")
+            migration = importlib.import_module(name)
             (getattr(migration, "moderators_create", None) or migration.permissions_add)(django_apps, None)
     return Group.objects.get(name=services.MODERATORS_GROUP)
 

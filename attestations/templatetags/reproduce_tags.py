@@ -6,8 +6,8 @@ from django.conf import settings
 from django.urls import reverse
 
 from attestations.reproduction_files import environment_rows
-from registry.models import RerunJob
 from registry.reruns.kit.build import kit_filename
+from registry.reruns.models import RerunJob
 from registry.reruns.reproduce import harness_refusal, reproduction_needs
 from registry.reruns.services.worker import job_spec
 
@@ -29,6 +29,15 @@ def run_reproduce(context, run, controlled=None):
         "kit_url": absolute(reverse("kit-file", args=[kit_filename()])),
         "run_url": absolute(run.get_absolute_url()),
     }
+
+
+@register.filter
+def differs_from(ours: str, theirs: str) -> bool:
+    """Two environment values differ when they name different things: "cpu" and "CPU" do not,
+    and a value one side did not record is unknown, not different."""
+    if "not recorded" in (ours, theirs):
+        return False
+    return " ".join(str(ours).split()).casefold() != " ".join(str(theirs).split()).casefold()
 
 
 @register.simple_tag

@@ -11,22 +11,24 @@ from django.urls import path, reverse
 from django.utils.html import escape
 
 from attestations.ratelimit import limit_consume
-from registry.models import (
-    Environment,
-    Implementation,
-    JobState,
-    Kernel,
-    Metric,
-    RerunJob,
-    TimedPass,
-    Workload,
+from registry import admin as registry_admin
+from registry.admin import search_with_id
+from registry.models import BenchmarkRun, Environment, Implementation, Kernel, Metric, TimedPass, Workload
+from registry.reruns.models import JobState, MeasuredCeiling, RerunJob, WorkerKey
+from registry.reruns.operations import unserved
+from registry.reruns.services import (
+    CPU_SLUG,
+    JobRefused,
+    ceilings_request,
+    job_cancel,
+    measure_request,
+    rerun_request,
 )
-from registry.reruns.services import CPU_SLUG, JobRefused, job_cancel, measure_request, rerun_request
 
 
 def has_request_rerun_permission(request) -> bool:
     """Queueing GPU work is its own right (the moderators group has it), apart from editing runs."""
-    return request.user.has_perm("registry.request_rerun")
+    return request.user.has_perm("reruns.request_rerun")
 
 
 class RerunRequestForm(forms.Form):
@@ -64,13 +66,16 @@ def request_rerun(modeladmin, request, queryset):
             return None
     else:
         form = RerunRequestForm()
+
+    runs = queryset.select_related("implementation", "environment")
     return TemplateResponse(
         request,
-        "admin/registry/rerunjob/request_rerun.html",
+        "admin/reruns/rerunjob/request_rerun.html",
         {
             **modeladmin.admin_site.each_context(request),
             "title": "Request controlled reruns",
-            "runs": queryset.select_related("implementation", "environment"),
+            "runs": runs,
+            "unserved": unserved({f"gpu.{run.environment.slug}" for run in runs}),
             "form": form,
             "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
             "opts": modeladmin.model._meta,
@@ -80,7 +85,8 @@ def request_rerun(modeladmin, request, queryset):
 
 def _reruns_request(modeladmin, request, queryset, data):
     created = 0
-    for run in queryset.select_related("implementation", "environment"):
+    runs = list(queryset.select_related("implementation", "environment"))
+    for run in runs:
         try:
             rerun_request(
                 run=run,
@@ -93,6 +99,12 @@ def _reruns_request(modeladmin, request, queryset, data):
             modeladmin.message_user(request, str(refusal), messages.WARNING)
     if created:
         modeladmin.message_user(request, f"{created} rerun job(s) queued.", messages.SUCCESS)
+    for queue in unserved({f"gpu.{run.environment.slug}" for run in runs}):
+        modeladmin.message_user(
+            request,
+            f"No live worker serves {queue}: its jobs wait, queued, until one starts.",
+            messages.WARNING,
+        )
 
 
 def _gpu_choices():
@@ -142,16 +154,29 @@ class RerunJobAdmin(admin.ModelAdmin):
         "metric",
         "gpu_slug",
         "attempts",
-        "median",
-        "deviation",
+        "median_shown",
+        "deviation_shown",
         "created_at",
         "finished_at",
     ]
     list_filter = ["state", "timed_out", "kind", "gpu_slug", "metric", "operation_mode", "kernel"]
     search_fields = ["run__external_id", "provider", "worker_host", "reason"]
+    search_hint = "A run's id (1234 or #1234) finds its jobs; or a provider, host or reason."
+
+    def get_search_results(self, request, queryset, search_term):
+        return search_with_id(super(), request, queryset, search_term, "run_id")
+
     list_select_related = ["kernel"]
     actions = ["cancel_jobs"]
-    change_list_template = "admin/registry/rerunjob/change_list.html"
+    change_list_template = "admin/reruns/rerunjob/change_list.html"
+
+    @admin.display(description="median", ordering="median")
+    def median_shown(self, obj):
+        return "—" if obj.median is None else f"{obj.median:.4g}"
+
+    @admin.display(description="deviation", ordering="deviation")
+    def deviation_shown(self, obj):
+        return "—" if obj.deviation is None else f"{obj.deviation:+.2%}"
 
     def get_readonly_fields(self, request, obj=None):
         # Jobs change only through the services; the admin shows them.
@@ -165,7 +190,9 @@ class RerunJobAdmin(admin.ModelAdmin):
 
     @admin.action(description="Cancel selected queued jobs", permissions=["request_rerun"])
     def cancel_jobs(self, request, queryset):
-        cancelled = sum(job_cancel(job=job) for job in queryset.filter(state=JobState.QUEUED))
+        cancelled = sum(
+            job_cancel(job=job, actor=request.user) for job in queryset.filter(state=JobState.QUEUED)
+        )
         self.message_user(request, f"{cancelled} job(s) cancelled; running jobs are left to finish.")
 
     def get_urls(self):
@@ -173,7 +200,7 @@ class RerunJobAdmin(admin.ModelAdmin):
             path(
                 "measure/",
                 self.admin_site.admin_view(self.measure_view),
-                name="registry_rerunjob_measure",
+                name="reruns_rerunjob_measure",
             ),
             *super().get_urls(),
         ]
@@ -211,10 +238,10 @@ class RerunJobAdmin(admin.ModelAdmin):
                 self.message_user(request, f"{len(outcome.created)} measure job(s) queued.", messages.SUCCESS)
                 for skipped in outcome.skipped:
                     self.message_user(request, f"Skipped {skipped}.", messages.WARNING)
-                return HttpResponseRedirect(reverse("admin:registry_rerunjob_changelist"))
+                return HttpResponseRedirect(reverse("admin:reruns_rerunjob_changelist"))
         return TemplateResponse(
             request,
-            "admin/registry/rerunjob/measure.html",
+            "admin/reruns/rerunjob/measure.html",
             {
                 **self.admin_site.each_context(request),
                 "title": "Request measure jobs",
@@ -222,3 +249,77 @@ class RerunJobAdmin(admin.ModelAdmin):
                 "opts": self.model._meta,
             },
         )
+
+
+@admin.register(MeasuredCeiling)
+class MeasuredCeilingAdmin(admin.ModelAdmin):
+    list_display = ["gpu_slug", "measured_at", "memory_bandwidth", "bf16_tflops", "job"]
+    list_filter = ["gpu_slug"]
+    readonly_fields = [f.name for f in MeasuredCeiling._meta.fields]
+
+    def has_add_permission(self, request):
+        return False  # a ceilings job or `manage.py measure_ceilings` makes these
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # runs cite a ceiling in their speed of light: a new measurement supersedes it
+
+
+@admin.register(WorkerKey)
+class WorkerKeyAdmin(registry_admin.ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Read-only: keys are registered, revoked and rotated with `manage.py worker_key`
+    (docs/deploy.md, "GPU workers"), so that every change goes through its service."""
+
+    list_display = ("name", "gpu_slug", "active", "card_list", "created_at", "revoked_at", "public_key")
+    list_filter = ("gpu_slug",)
+    search_fields = ("name", "public_key", "cards")
+    readonly_fields = ("name", "gpu_slug", "public_key", "cards", "note", "created_at", "revoked_at")
+
+    @admin.display(boolean=True, description="active")
+    def active(self, key):
+        return key.revoked_at is None
+
+    @admin.display(description="cards")
+    def card_list(self, key):
+        return ", ".join(key.cards) or "-"
+
+
+# The registry's admin knows nothing of jobs; the actions that queue them on runs and GPU models
+# are added here, to the registry's own admin classes.
+
+
+@admin.action(
+    description="Measure the ceilings of these GPU models (copy and bf16 GEMM)", permissions=["request_rerun"]
+)
+def request_ceilings(modeladmin, request, queryset):
+    for slug in sorted(set(queryset.values_list("slug", flat=True))):
+        try:
+            job = ceilings_request(
+                gpu_slug=slug, requested_by=request.user, reason="requested from the admin"
+            )
+        except JobRefused as exc:
+            modeladmin.message_user(request, str(exc), messages.WARNING)
+        else:
+            modeladmin.message_user(request, f"Ceilings job #{job.pk} queued for {slug}.")
+
+
+admin.site.unregister(BenchmarkRun)
+admin.site.unregister(Environment)
+
+
+@admin.register(BenchmarkRun)
+class BenchmarkRunWithRerunsAdmin(registry_admin.BenchmarkRunAdmin):
+    actions = [request_rerun]
+
+    def has_request_rerun_permission(self, request):
+        return has_request_rerun_permission(request)
+
+
+@admin.register(Environment)
+class EnvironmentWithCeilingsAdmin(registry_admin.EnvironmentAdmin):
+    actions = [request_ceilings]
+
+    def has_request_rerun_permission(self, request):
+        return has_request_rerun_permission(request)

@@ -9,7 +9,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from registry.filters import StrictBooleanFilter, WholeNumberFilter
-from registry.models import BenchmarkRun, RerunJob
+from registry.models import BenchmarkRun
+from registry.reruns.models import RerunJob
 from registry.reruns.reproduce import run_spec_document
 from registry.serializers import JobEvidenceFields
 

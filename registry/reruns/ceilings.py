@@ -130,7 +130,7 @@ def _environment(torch, on_gpu: bool) -> dict:
 def summarize(raw: dict, *, gpu_slug: str) -> dict:
     """The shipped document: each ceiling as a median of its per-call rates with the 95%
     distribution-free interval of the median, and every sample."""
-    from registry.reruns.harness.stats import median_interval
+    from registry.stats.medians import median_interval
 
     def figure(per_call: float, seconds: list[float], scale: float, unit: str, method: str) -> dict:
         rates = [per_call / s / scale for s in seconds if s > 0]
@@ -189,35 +189,30 @@ def ceilings_result(spec: dict, *, timeout_s: float) -> dict:
     (registry.reruns.harness.run_job_spec): the copy bandwidth as the job's median and samples,
     the whole document under `ceilings`. Never raises for a failed measurement."""
     from registry.reruns.harness import gpu_slug
-    from registry.reruns.harness.stats import quantiles
+    from registry.reruns.harness.job_result import JobResult
+    from registry.stats.medians import quantiles
 
     try:
         raw = ceilings_run(device=spec["device"], timeout_s=timeout_s)
     except RuntimeError as exc:
-        return {
-            "status": "failed",
-            "median": None,
-            "error": str(exc),
-            "log": str(exc),
-            "timed_out": isinstance(exc, CeilingsTimeout),
-        }
+        return JobResult(
+            "failed", error=str(exc), log=str(exc), timed_out=isinstance(exc, CeilingsTimeout)
+        ).as_wire()
     document = summarize(raw, gpu_slug=gpu_slug(raw["environment"]["gpu_name"]))
     bandwidth = document["memory_bandwidth"]
     median, p20, p80 = quantiles(bandwidth["samples"])
-    return {
-        "status": "ok",
-        "median": median,
-        "p20": p20,
-        "p80": p80,
-        "unit": "GB/s",
-        "samples": bandwidth["samples"],
-        "gpu_uuid": raw["environment"]["gpu_uuid"],
-        "environment": {**raw["environment"], "gpu_slug": document["gpu"]},
-        "protocol": {"name": FORMAT, "copy": COPY_METHOD, "gemm": GEMM_METHOD},
-        "ceilings": document,
-        "log": "",
-        "error": "",
-    }
+    return JobResult(
+        "ok",
+        median=median,
+        p20=p20,
+        p80=p80,
+        unit="GB/s",
+        samples=bandwidth["samples"],
+        gpu_uuid=raw["environment"]["gpu_uuid"],
+        environment={**raw["environment"], "gpu_slug": document["gpu"]},
+        protocol={"name": FORMAT, "copy": COPY_METHOD, "gemm": GEMM_METHOD},
+        ceilings=document,
+    ).as_wire()
 
 
 def main(argv=None) -> None:

@@ -21,18 +21,8 @@ from django.db import models, transaction
 from django.utils import timezone
 
 from registry.cache import generation_bump
-from registry.models import (
-    ACTIVE_JOB_STATES,
-    BenchmarkRun,
-    EvidenceLevel,
-    JobKind,
-    JobState,
-    Kernel,
-    RerunJob,
-    Source,
-    Workload,
-    raises_level,
-)
+from registry.models import BenchmarkRun, EvidenceLevel, Kernel, Source, Workload
+from registry.reruns.models import ACTIVE_JOB_STATES, JobKind, JobState, RerunJob, raises_level
 from registry.reruns.services.measured_run import (
     CONTROLLED_SOURCE,
     controlled_source,
@@ -40,6 +30,7 @@ from registry.reruns.services.measured_run import (
     measured_runs_create,
     spec_row,
 )
+from registry.reruns.services.worker import CPU_SLUG
 from registry.services.imports import ImportRejected, ImportSummary
 from registry.services.run_keys import RUN_KEY_SOURCES
 from registry.speed_of_light import SOL_FIELDS, measured_ceilings
@@ -279,7 +270,8 @@ def _workload_fields(fields: dict) -> dict:
 def _evidence_check(fields: dict, jobs: list, where: str) -> str:
     """The level the run loads at. `measured` needs the measure job that made the run;
     `reproduced` needs a rerun whose verdict agrees on another card (models.raises_level); a
-    run whose agreeing reruns all ran on its measuring card loads at `measured`. A rerun judged
+    run whose agreeing reruns all ran on its measuring card, or whose measuring card is not
+    recorded, loads at `measured`. A rerun judged
     before verdicts existed (by a fixed tolerance, with no verdict) is kept as history, and its
     run loads at `measured`."""
     level = fields.get("evidence_level")
@@ -296,7 +288,8 @@ def _evidence_check(fields: dict, jobs: list, where: str) -> str:
     if level == EvidenceLevel.REPRODUCED and not reruns:
         raise ImportRejected(f"{where}: level 'reproduced' without a succeeded rerun job")
     if level == EvidenceLevel.REPRODUCED and not any(
-        raises_level(j.get("verdict"), j.get("sampling")) for j in reruns
+        raises_level(j.get("verdict"), j.get("sampling"), on_gpu=j.get("gpu_slug") != CPU_SLUG)
+        for j in reruns
     ):
         return EvidenceLevel.MEASURED
     return level

@@ -3,13 +3,21 @@ protocol: one function for a controlled rerun (services/record.py) and for a con
 result file (attestations/services.py). Imports no service, so both can use it.
 """
 
+import functools
+import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 from django.conf import settings
 
-from registry.models import BenchmarkRun, JobKind, Metric, RerunJob, Verdict
-from registry.reruns.harness import MEMORY_FAMILY, stats
+from registry.models import BenchmarkRun, Metric, Verdict
+from registry.reruns.harness import MEMORY_FAMILY
+from registry.reruns.models import JobKind, RerunJob
+from registry.stats import intervals, medians, verdict_model
+
+MODEL_DIR = Path(__file__).resolve().parent.parent / "data"
+MODEL_FAMILY = "kernelindex/cuda-v1"  # the protocol whose latency reruns the verdict model judges
 
 SAMPLES_LIMIT = 20_000  # the most samples one result may carry
 UPSTREAM_MEMORY_PASSES = 10  # utils._test_memory's passes, one peak read after each
@@ -30,8 +38,8 @@ class Judgement:
     """New figures of a run's workload judged against the run, under the run's own protocol."""
 
     basis: str  # "samples" (both sides' raw samples) or "upstream" (upstream's do_bench figure)
-    new: stats.Side
-    old: stats.Side
+    new: medians.Side
+    old: medians.Side
     deviation: float | None
     low: float | None
     high: float | None
@@ -39,9 +47,14 @@ class Judgement:
     verdict: str
     tolerance: float
     measured_by: RerunJob | None
+    # The verdict model's account (verdict_class, class_words, margin, margin_from, host_bound,
+    # words), for a cuda-v1 latency rerun judged by it; None under the fixed tolerance.
+    model: dict | None = None
 
 
-def run_judgement(run: BenchmarkRun, *, samples: list, upstream: dict | None, figures: tuple) -> Judgement:
+def run_judgement(
+    run: BenchmarkRun, *, samples: list, upstream: dict | None, figures: tuple, job_state: dict | None = None
+) -> Judgement:
     """The verdict: an equivalence judgement on the relative difference of the two medians, its
     95% interval against ±RERUN_TOLERANCE (docs/protocol.md). A run is judged under its own
     protocol: a KernelIndex-protocol run by the new samples against its measure job's; any other
@@ -50,22 +63,116 @@ def run_judgement(run: BenchmarkRun, *, samples: list, upstream: dict | None, fi
     contributor's result file are judged by this one function."""
     measured_by = run.measured_by_jobs.filter(kind=JobKind.MEASURE).order_by("pk").first()
     own_protocol = run.protocol.comparability_family in CONTROLLED_FAMILIES and measured_by is not None
+    by_model = own_protocol and model_judgement(run, measured_by, samples=samples, job_state=job_state or {})
+    if by_model:
+        return by_model
     if own_protocol and len(measured_by.samples) >= 2 and len(samples) >= 2:
-        new = stats.Side(samples=judged_samples(run.metric, samples, upstream))
-        old = stats.Side(samples=judged_samples(run.metric, measured_by.samples, measured_by.upstream))
+        new = medians.Side(samples=judged_samples(run.metric, samples, upstream))
+        old = medians.Side(samples=judged_samples(run.metric, measured_by.samples, measured_by.upstream))
         basis = "samples"
     else:
         upstream = upstream or dict(zip(("median", "p20", "p80"), figures, strict=True))
         new, old, basis = (
-            stats.Side(**upstream),
-            stats.Side(median=run.median, p20=run.p20, p80=run.p80),
+            medians.Side(**upstream),
+            medians.Side(median=run.median, p20=run.p20, p80=run.p80),
             "upstream",
         )
     point, low, high, how = difference_interval(new, old, metric=run.metric, spread_from=samples)
     tolerance = settings.RERUN_TOLERANCE
     return Judgement(
-        basis, new, old, point, low, high, how, stats.verdict(low, high, tolerance), tolerance, measured_by
+        basis, new, old, point, low, high, how, medians.verdict(low, high, tolerance), tolerance, measured_by
     )
+
+
+@functools.cache
+def verdict_model_for(gpu_slug: str) -> verdict_model.Model | None:
+    """The verdict model of a GPU model (registry/data/verdict-model-<gpu>.json, written by
+    scripts/controlled_figures.py --write-model), None where none is shipped."""
+    path = MODEL_DIR / f"verdict-model-{gpu_slug}.json"
+    if not path.is_file():
+        return None
+    return verdict_model.Model.from_json(json.loads(path.read_text()))
+
+
+def model_judgement(
+    run: BenchmarkRun, measured_by: RerunJob, *, samples: list, job_state: dict
+) -> Judgement | None:
+    """The verdict model's judgement of a cuda-v1 latency rerun (registry/stats/verdict_model.py):
+    the class from the measurement and the rerun (band of the run's median, either at the power
+    cap, either host-bound), the interval with the class's between-process component, the class's
+    margin. None where the model does not apply (another protocol or metric, no model for the GPU,
+    fewer than four samples on a side): the fixed tolerance judges those."""
+    model = verdict_model_for(run.environment.slug if run.environment_id else "")
+    if (
+        model is None
+        or run.metric != Metric.LATENCY
+        or run.protocol.comparability_family != MODEL_FAMILY
+        or len(samples) < 4
+        or len(measured_by.samples) < 4
+    ):
+        return None
+    key, why = job_class(run, measured_by, samples=samples, job_state=job_state)
+    new = intervals.median_estimate(samples, block_ids=(job_state.get("sampling") or {}).get("sample_blocks"))
+    old = intervals.median_estimate(
+        measured_by.samples, block_ids=(measured_by.sampling or {}).get("sample_blocks")
+    )
+    judged = verdict_model.judge(model, key, new, old, gpu_name=gpu_short_name(run))
+    if judged is None:
+        return None
+    params = model.parameters(key)
+    diff = judged.difference
+    account = {
+        "verdict_class": key,
+        "class_words": verdict_model.class_words(key),
+        "margin": params.margin,
+        "margin_from": params.margin_from,
+        "host_bound": why,
+        "words": judged.words,
+    }
+    how = (
+        "Student's t over each job's variance between blocks of consecutive calls; the margin, measured "
+        "on medians of separate processes on separate cards, holds the spread between them"
+    )
+    return Judgement(
+        "samples",
+        medians.Side(samples=samples),
+        medians.Side(samples=measured_by.samples),
+        diff.point,
+        diff.low,
+        diff.high,
+        how,
+        judged.verdict,
+        params.margin,
+        measured_by,
+        account,
+    )
+
+
+def job_class(run: BenchmarkRun, measured_by: RerunJob, *, samples: list, job_state: dict) -> tuple[str, str]:
+    """(class key, why host-bound or "") of new samples against the run's measurement."""
+    why = ""
+    sides = (
+        (measured_by.sampling, measured_by.gpu_state, len(measured_by.samples)),
+        (job_state.get("sampling") or {}, job_state.get("gpu_state") or {}, len(samples)),
+    )
+    for sampling, _, count in sides:
+        why = why or verdict_model.host_bound_reason(
+            kernel=run.kernel.slug,
+            provider=run.provider,
+            mode=run.operation_mode,
+            sampling=sampling or {},
+            sample_count=count,
+        )
+    capped = any(verdict_model.power_capped(state or {}) for _, state, _ in sides)
+    return verdict_model.class_key(
+        metric=run.metric, median_ms=run.median, capped=capped, host_bound=bool(why)
+    ), why
+
+
+def gpu_short_name(run: BenchmarkRun) -> str:
+    """ "H200" for NVIDIA H200: the card's name as a visitor says it."""
+    product = run.environment.product if run.environment_id else ""
+    return product.removeprefix("NVIDIA ").strip() or "GPU"
 
 
 def judged_samples(metric: str, samples: list, upstream: dict | None) -> list:
@@ -89,16 +196,16 @@ def memory_peaks(samples: list, upstream: dict | None) -> list:
         return samples
     same = all(
         math.isclose(mine, theirs, rel_tol=1e-6)
-        for mine, theirs in zip(stats.quantiles(peaks), figures, strict=True)
+        for mine, theirs in zip(medians.quantiles(peaks), figures, strict=True)
     )
     return peaks if same else samples
 
 
-def difference_interval(new: stats.Side, old: stats.Side, *, metric: str, spread_from=None):
-    """stats.difference_interval for two figures of one metric, the one place that says how its
-    samples are resampled: timed calls in batches of consecutive calls (stats.batch_medians), a
+def difference_interval(new: medians.Side, old: medians.Side, *, metric: str, spread_from=None):
+    """medians.difference_interval for two figures of one metric, the one place that says how its
+    samples are resampled: timed calls in batches of consecutive calls (medians.batch_medians), a
     memory benchmark's peaks, which are not a sequence of timed calls, one by one."""
-    return stats.difference_interval(new, old, spread_from=spread_from, batched=metric == Metric.LATENCY)
+    return medians.difference_interval(new, old, spread_from=spread_from, batched=metric == Metric.LATENCY)
 
 
 def settle_reruns_left(verdicts: list[str]) -> int | None:
@@ -111,6 +218,8 @@ def settle_reruns_left(verdicts: list[str]) -> int | None:
 
 
 def judgement_note(judged: Judgement, *, subject: str) -> str:
+    if judged.model:
+        return model_note(judged, subject=subject)
     compared = "KernelIndex-protocol samples" if judged.basis == "samples" else "upstream's do_bench figure"
     interval = (
         f"95% interval {judged.low:+.2%} to {judged.high:+.2%}" if judged.low is not None else "no interval"
@@ -124,6 +233,20 @@ def judgement_note(judged: Judgement, *, subject: str) -> str:
     return (
         f"Compared: {compared}. Difference of medians {_percent(judged.deviation)}, {interval} ({judged.how}). "
         f"{subject}: {judged.new.count}; recorded run: {judged.old.count}. {why[0].upper()}{why[1:]}."
+    )
+
+
+def model_note(judged: Judgement, *, subject: str) -> str:
+    """A verdict of the model in a visitor's words: its verdict, class and margin and where the
+    margin came from, then the difference and its interval."""
+    account = judged.model
+    words = account["words"]
+    host = f" This figure includes the host's pace: {account['host_bound']}." if account["host_bound"] else ""
+    return (
+        f"{words[0].upper()}{words[1:]} (the margin: how far apart 95 in 100 pairs of cards put the same "
+        f"workload's median, measured on {account['margin_from']}). Difference of medians "
+        f"{_percent(judged.deviation)}, 95% interval {judged.low:+.2%} to {judged.high:+.2%} ({judged.how}). "
+        f"{subject}: {judged.new.count}; recorded run: {judged.old.count}.{host}"
     )
 
 

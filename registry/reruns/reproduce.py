@@ -6,14 +6,15 @@ from django.conf import settings
 from django.urls import reverse
 
 from registry.digests import digest
-from registry.models import BenchmarkRun, JobKind, RerunJob
+from registry.models import BenchmarkRun
 from registry.reruns.harness import LIGER_KERNEL_VERSION, protocol_for
 from registry.reruns.harness.spec import Refused, plan_for
 from registry.reruns.kit.result import SPEC_FORMAT
+from registry.reruns.models import JobKind, RerunJob
 from registry.reruns.services.worker import job_device, job_spec
 
 # Seconds a first run spends before it times anything: starting Python, importing torch,
-# transformers and liger-kernel, and upstream's setup (README: 1.3 to 2.7 s a workload once warm,
+# transformers and liger-kernel, and upstream's setup (measured on an H200, 2026-11-30: 1.3 to 2.7 s a workload once warm,
 # 5 to 20 s for the first import; up to 8 s of setup for the fused-linear losses).
 START_SECONDS = 30.0
 MEMORY_PASSES = 10  # utils._test_memory runs the pass 10 times
@@ -68,7 +69,10 @@ def run_spec_document(run: BenchmarkRun, *, base_url: str) -> dict:
             "p80": run.p80,
             "comparabilityFamily": run.protocol.comparability_family,
         },
-        "protocols": {device: protocol_for(device=device, metric=run.metric) for device in ("cuda", "cpu")},
+        "protocols": {
+            device: protocol_for(device=device, metric=run.metric, timing=settings.CONTROLLED_TIMING)
+            for device in ("cuda", "cpu")
+        },
         "mappable": not refusal,
         "refusal": refusal,
         "estimate": reproduction_estimate(run, measure_job=measure_job(run)),

@@ -27,13 +27,14 @@ from django.conf import settings
 from django.db.models import Max, Min
 from django.utils import timezone
 
-from registry.models import BenchmarkRun, EvidenceLevel, JobKind, JobState, Kernel, RerunJob, Workload
+from registry.models import BenchmarkRun, EvidenceLevel, Kernel, Workload
 from registry.reruns import controlled
 from registry.reruns.harness import KERNELS, local_gpus, protocol_for
-from registry.reruns.harness.cache import harness_ready
 from registry.reruns.harness.kernels import missed_upstream_warmup, upstream_warmup_for
 from registry.reruns.harness.spec import Refused, plan_for
+from registry.reruns.harness.upstream import harness_ready
 from registry.reruns.judgement import settle_reruns_left
+from registry.reruns.models import JobKind, JobState, RerunJob
 from registry.reruns.services import JobRefused, job_cancel, measure_request, rerun_request
 from registry.reruns.services.worker import job_spec
 from registry.reruns.sweep_timeouts import (
@@ -61,7 +62,7 @@ MAX_ATTEMPTS = 2  # a target measured, or a run rerun, that failed twice is repo
 # jobs of the shipped sweeps, fused_moe's on a cold Triton cache (compiling and autotuning each
 # shape), took 235 s; every other kernel's under 90 s. A job that hangs is killed at this limit
 # and its card goes on with the next; it is reported, not tried again in the same sweep (the
-# tenth session lost half its GPU time to one multi_token_attention job that never returned,
+# sweep on GPU-dc082f35, 2026-12-03, lost half its GPU time to one multi_token_attention job that never returned,
 # under the site's 1,800 s limit).
 JOB_TIMEOUT_S = 360
 # A job started this long past its time limit with no result recorded (a recorder that keeps

@@ -19,8 +19,9 @@ import io
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from registry.models import RerunJob, Workload
+from registry.models import Workload
 from registry.reruns.controlled import whole_file_write
+from registry.reruns.models import RerunJob
 
 TIME_LIMIT = "time limit"
 # The harness's kind of failure when the allocator refuses (harness.runner._failure).

@@ -4,7 +4,7 @@ from django.core.paginator import Paginator
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_safe
 
-from registry.models import JobState, RerunJob
+from registry.reruns.models import JobState, RerunJob
 
 REFRESH_SECONDS = 5
 

@@ -1,7 +1,7 @@
 """Importing source data: runs created, kept, superseded or withdrawn, and group ranks."""
 
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
@@ -13,7 +13,6 @@ from django.utils import timezone
 
 from registry import digests
 from registry.cache import generation_bump
-from registry.importers import liger
 from registry.models import (
     BenchmarkRun,
     Environment,
@@ -27,11 +26,11 @@ from registry.models import (
 from registry.ranks import competition_ranks
 from registry.services.changes import changes_detect
 from registry.services.run_keys import run_keys_fill
+from registry.sources import liger as liger_paths
+from registry.sources.liger import importer as liger
 from registry.speed_of_light import measured_ceilings, sol_fields
 
-BUNDLED_LIGER_CSV = (
-    Path(__file__).resolve().parent.parent / "data" / "liger-kernel" / "all_benchmark_data.csv"
-)
+BUNDLED_LIGER_CSV = liger_paths.BUNDLED_CSV
 BATCH_SIZE = 1000
 
 
@@ -55,6 +54,29 @@ class ImportSummary:
             + (f", {self.restored} listed again" if self.restored else "")
             + (f", {self.extended} given new jobs" if self.extended else "")
         )
+
+
+@dataclass
+class VersionsSummary:
+    """What importing a source's history did: how many versions, how many of them were imported
+    now or before, and the runs they wrote, added up."""
+
+    versions: int = 0
+    imported: int = 0
+    already: int = 0
+    totals: ImportSummary = field(default_factory=ImportSummary)
+
+    def __str__(self) -> str:
+        t = self.totals
+        return (
+            f"{self.versions} versions ({self.imported} imported, {self.already} already imported): "
+            f"{t.rows} rows, {t.created} runs created, {t.unchanged} unchanged, {t.superseded} superseded, "
+            f"{t.withdrawn} withdrawn" + (f", {t.restored} listed again" if t.restored else "")
+        )
+
+    @property
+    def created(self) -> int:
+        return self.totals.created
 
 
 class ImportRejected(Exception):
@@ -81,7 +103,7 @@ def liger_import(
 ) -> ImportSummary:
     """Import one Liger benchmark CSV: new rows become runs, replaced rows supersede their old
     run, rows no longer listed are marked withdrawn. All of it or none of it. `as_of` is when
-    upstream published the file (default: now)."""
+    upstream published the file (default: when its newest row was measured, never the clock)."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -107,14 +129,17 @@ def _liger_import_data(
         source = _source_get_or_create(liger.SOURCE)
         variant = liger.variant_of(filename)
         existing = _runs_existing(source)
-        rows = liger.parse_file(data, variant=variant, known=existing.by_row_key)
+        # A version of the repository's history is whole as git stored it (liger.parse_file).
+        rows = liger.parse_file(
+            data, variant=variant, known=existing.by_row_key, final_newline=upstream is None
+        )
         record = SourceImport.objects.create(
             source=source,
             filename=filename,
             file_digest=digests.file_digest(data),
             release=release,
             rows=len(rows),
-            as_of=as_of or timezone.now(),
+            as_of=as_of or _newest_row(rows, existing),
             upstream_commit=upstream.commit if upstream else "",
             pull_request=upstream.pull_request if upstream else None,
             subject=upstream.subject[:500] if upstream else "",
@@ -130,8 +155,8 @@ def _liger_import_data(
         )
     except liger.LigerFormatError as exc:
         raise ImportRejected(f"{filename}: {exc}") from None
-    for field, value in summary.as_dict().items():
-        setattr(record, field, value)
+    for name, value in summary.as_dict().items():
+        setattr(record, name, value)
     record.kernels = sorted(
         set(BenchmarkRun.objects.filter(first_import=record).values_list("kernel__slug", flat=True))
     )
@@ -141,6 +166,18 @@ def _liger_import_data(
     changes_detect(runs=BenchmarkRun.objects.filter(Q(first_import=record) | Q(origin=record)))
     generation_bump()
     return summary
+
+
+def _newest_row(rows, existing: "_Existing") -> datetime:
+    """When a file given without a date was published: no earlier than its newest row was
+    measured. Never the clock: a file imported by hand today is not newer than a release
+    published after its rows (a newer release would then count as stale and withdraw its runs)."""
+    return max(
+        existing.by_external_id[row.external_id].observed_at
+        if isinstance(row, liger.KnownRow)
+        else row.run["observed_at"]
+        for row in rows
+    )
 
 
 def _import_is_stale(record: SourceImport, variant: str) -> bool:
@@ -167,6 +204,7 @@ class _Known(NamedTuple):
     superseded_by_id: int | None
     upstream_key: str
     comparison_key: str
+    implementation_id: int
     variant: str | None  # labels["variant"]: the suite (file) the run belongs to
     observed_at: datetime
     origin_id: int | None
@@ -247,11 +285,15 @@ def _runs_sync(*, source, rows, record, existing, variant, progress, stale=False
     else:
         superseded = _runs_supersede(existing, new_runs)
         withdrawn = _runs_to_withdraw(existing, listed, variant, superseded)
+    superseded.update(_targets_supersede(existing, new_runs, restored, withdrawn, superseded))
     ranks = _ranks_after_import(existing, new_runs, restored, withdrawn, superseded)
+    # The runs a new one replaces stop being current before it is written: one current run per
+    # target (models.BenchmarkRun, one_current_run_per_target) holds after every statement. Their
+    # pointer to a row not written yet is fine, as foreign keys are checked at commit.
+    _superseded_by_write(superseded)
     _runs_insert(new_runs, [row.manifest_json for row in new_rows])
     summary.created = len(new_runs)
     summary.restored = _update_in_batches(restored, withdrawn=False, withdrawn_at=None)
-    _superseded_by_write(superseded)
     summary.superseded = len(superseded) + sum(1 for run in new_runs if run.superseded_by_id)
     summary.withdrawn = _update_in_batches(withdrawn, withdrawn=True, withdrawn_at=timezone.now())
     summary.withdrawn += sum(1 for run in new_runs if run.withdrawn)
@@ -501,6 +543,34 @@ def _runs_supersede(existing: _Existing, new_runs: list[_NewRun]) -> dict[int, i
         for known in existing.by_external_id.values()
         if known.superseded_by_id is None and known.upstream_key in newest
     }
+
+
+def _targets_supersede(existing, new_runs, restored, withdrawn, superseded) -> dict[int, int]:
+    """One current run per target (comparison key and implementation): two suites' files can
+    list the same target under different upstream keys (all_benchmark_data.csv and
+    all_benchmark_data_cutile.csv both measure torch's JSD on a B200), so the runs still current
+    after the import's own supersession are grouped by target, and the latest measured of each
+    supersedes the others. Sets `superseded_by_id` on the new runs it replaces; returns
+    {existing run pk: successor pk} for the existing ones."""
+    gone = set(withdrawn) | set(superseded)
+    targets: dict[tuple, list] = {}
+    for known in existing.by_external_id.values():
+        current = known.superseded_by_id is None and (not known.withdrawn or known.pk in restored)
+        if current and known.pk not in gone:
+            targets.setdefault((known.comparison_key, known.implementation_id), []).append(known)
+    for run in new_runs:
+        if run.superseded_by_id is None and not run.withdrawn:
+            targets.setdefault((run.comparison_key, run.implementation_id), []).append(run)
+    replaced = {}
+    for members in targets.values():
+        members.sort(key=lambda m: (m.observed_at, m.pk))  # a tie goes to the newer row
+        newest = members[-1]
+        for member in members[:-1]:
+            if isinstance(member, _Known):
+                replaced[member.pk] = newest.pk
+            else:
+                member.superseded_by_id = newest.pk
+    return replaced
 
 
 def _runs_to_withdraw(existing: _Existing, listed: set, variant: str, superseded: dict) -> list[int]:

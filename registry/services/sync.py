@@ -17,10 +17,10 @@ from django.utils import timezone
 
 from attestations.tasks import sync_failure_notify_task
 from registry import digests
-from registry.importers import pypi
-from registry.importers.pypi import DataFile, PyPIError
 from registry.models import SourceSync
 from registry.services.imports import ImportRejected, liger_import
+from registry.sources.liger import pypi
+from registry.sources.liger.pypi import DataFile, PyPIError
 
 logger = logging.getLogger(__name__)
 

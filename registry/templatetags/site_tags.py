@@ -23,6 +23,13 @@ def headline(value):
 
 
 @register.filter
+def any_one_sample(runs) -> bool:
+    """Whether a run table has a row whose order rests on one call each: its note is said once,
+    under the table, rather than on every such row."""
+    return any(getattr(getattr(run, "standing", None), "status", None) == "one-sample" for run in runs)
+
+
+@register.filter
 def measure(value):
     """A figure in tables and comparisons: two decimals (141.29)."""
     return charts.measure(value) if value is not None else "—"

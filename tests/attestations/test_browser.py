@@ -13,30 +13,14 @@ from attestations import services
 from attestations.models import Attestation, IssueReport
 from registry.models import BenchmarkRun
 from tests.attestations.conftest import REFERENCE_ID
+from tests.browser.conftest import needs_chromium
 from tests.conftest import PASSWORD, make_user
-
-CHROMIUM = Path("/usr/bin/chromium")
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed"),
+    needs_chromium,
 ]
-
-
-@pytest.fixture
-def browser(monkeypatch):
-    # Playwright's sync API runs an event loop in this thread; Django must still talk to the DB.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "1")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        yield browser
-        browser.close()
 
 
 @pytest.fixture
@@ -67,7 +51,7 @@ def test_contributor_to_published_reproduction(live_server, browser, mail_dir, r
     # A visitor follows "Add a reproduction or note", is sent to log in, and signs up instead.
     page = browser.new_context().new_page()
     page.goto(public_url)
-    page.get_by_role("link", name="Add a reproduction or note").click()
+    page.get_by_role("link", name="Add a reproduction", exact=True).click()
     assert "/accounts/login/" in page.url
     page.get_by_role("link", name="sign up").click()
     page.fill("#id_email", "newton@example.org")
@@ -89,7 +73,7 @@ def test_contributor_to_published_reproduction(live_server, browser, mail_dir, r
 
     # File a reproduction; it is pending on "My submissions", and invisible to the public.
     page.goto(public_url)
-    page.get_by_role("link", name="Add a reproduction or note").click()
+    page.get_by_role("link", name="Add a reproduction", exact=True).click()
     page.wait_for_url(f"**{reverse('attestations:attestation-create', args=[run.pk])}")
     page.check("input[name=kind][value=reproduction]")
     page.fill("#id_median", "145.0")

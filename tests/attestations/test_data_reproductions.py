@@ -10,6 +10,7 @@ import tarfile
 import pytest
 from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
 from django.urls import reverse
 from django.utils.text import slugify
 from packaging.requirements import Requirement
@@ -18,12 +19,14 @@ from packaging.utils import canonicalize_name
 from attestations import selectors, services
 from attestations.models import Attestation, AuditEntry
 from registry.digests import digest
-from registry.importers import catalog
-from registry.models import BenchmarkRun, JobKind, RerunJob
-from registry.reruns.harness import stats
+from registry.models import BenchmarkRun
 from registry.reruns.kit.build import DEPENDENCIES, _pyproject, kit_build, kit_filename, kit_version
 from registry.reruns.kit.result import FORMAT, content_digest
+from registry.reruns.models import JobKind, RerunJob
 from registry.reruns.reproduce import run_spec, run_spec_digest
+from registry.sources.liger import catalog
+from registry.stats import medians as stats
+from tests.conftest import make_user
 from tests.faults.support import small_cpu_rows
 from tests.reruns.conftest import csv_import, spread_samples
 
@@ -120,9 +123,11 @@ class TestAResultFileIsFiledWithItsFiguresComputedHere:
         assert run.evidence_level == "reported"
 
     def test_a_far_off_file_disagrees_and_a_moderator_turns_it_into_a_rerun(
-        self, client, run, token, moderator, moderator_client
+        self, run, token, moderator, moderator_client
     ):
-        upload(client, run, result_file(run, upstream={"median": 1.0, "p20": 0.99, "p80": 1.01}), token)
+        # Its own client: moderator_client is the `client` fixture logged in as the moderator, whose
+        # session would make the moderator the file's author, and nobody decides their own filing.
+        upload(Client(), run, result_file(run, upstream={"median": 1.0, "p20": 0.99, "p80": 1.01}), token)
         filed = Attestation.objects.get()
         assert filed.verdict == "disagrees"
 
@@ -136,7 +141,11 @@ class TestAResultFileIsFiledWithItsFiguresComputedHere:
         assert (job.kind, job.run_id, job.requested_by) == (JobKind.RERUN, run.pk, moderator)
         assert f"reproduction #{filed.pk} disagrees" in job.reason
         assert AuditEntry.objects.for_object(filed).filter(action="rerun_requested").exists()
-        services.attestation_approve(attestation=filed, moderator=moderator)
+        # `client` is moderator_client, logged in before the upload: the session comes before the
+        # token, so the file is the moderator's own, and another moderator must decide it.
+        other = make_user("grace")
+        services.moderator_add(user=other)
+        services.attestation_approve(attestation=filed, moderator=other)
         run.refresh_from_db()
         assert run.evidence_level == "reported"  # neither the file, its approval nor the request changes it
 
@@ -331,7 +340,7 @@ class TestTheKit:
         sys.path.insert(0, str(root))
         try:
             from kernelindex_kit import VERSION
-            from kernelindex_kit.cli import gpu_slug
+            from kernelindex_kit.harness.spec import gpu_slug
 
             assert VERSION == kit_version()
             for name in [*catalog.GPUS, "CPU"]:

@@ -29,8 +29,8 @@ from packaging.utils import canonicalize_name
 from attestations import services
 from attestations.models import Attestation
 from registry.models import BenchmarkRun
-from registry.reruns.harness import stats
 from registry.reruns.kit.result import content_digest
+from registry.stats import medians as stats
 from tests.faults.support import small_cpu_rows
 from tests.reruns.conftest import csv_import
 

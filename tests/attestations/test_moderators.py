@@ -7,7 +7,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from attestations.models import AuditEntry
-from registry.models import RerunJob
+from registry.reruns.models import RerunJob
 
 pytestmark = pytest.mark.django_db
 
@@ -22,8 +22,8 @@ class TestGroup:
             ("attestations", "triage_issuereport"),
             ("attestations", "view_auditentry"),
             ("registry", "view_benchmarkrun"),
-            ("registry", "view_rerunjob"),
-            ("registry", "request_rerun"),
+            ("reruns", "view_rerunjob"),
+            ("reruns", "request_rerun"),
         }
 
     def test_moderator_sees_the_queues_and_log_but_not_users(self, moderator_client):
@@ -49,9 +49,9 @@ class TestGroup:
         change = reverse("admin:registry_benchmarkrun_change", args=[run.pk])
         assert moderator_client.get(change).status_code == 200  # read-only view
         assert moderator_client.post(change, {"notes": "edited"}).status_code == 403
-        jobs = moderator_client.get(reverse("admin:registry_rerunjob_changelist")).content.decode()
+        jobs = moderator_client.get(reverse("admin:reruns_rerunjob_changelist")).content.decode()
         assert "Request measure jobs" in jobs
-        assert moderator_client.get(reverse("admin:registry_rerunjob_measure")).status_code == 200
+        assert moderator_client.get(reverse("admin:reruns_rerunjob_measure")).status_code == 200
 
 
 class TestCommand:

@@ -32,7 +32,7 @@ class TestSection:
             "Attestations never change the evidence level; only a KernelIndex-controlled rerun does." in html
         )
         assert (
-            f'href="{reverse("attestations:attestation-create", args=[run.pk])}">Add a reproduction or note'
+            f'href="{reverse("attestations:attestation-create", args=[run.pk])}">Add a reproduction</a>'
             in html
         )
         assert "No approved reproductions or notes yet." in html

@@ -4,40 +4,24 @@ and uploads a result file on the reproduction form; it is pending, marked as car
 with the figures computed from its samples and the contributor's verdict."""
 
 import json
-from pathlib import Path
 
 import pytest
 
 from attestations.models import Attestation
 from registry.models import BenchmarkRun
-from registry.reruns.harness import stats
 from registry.reruns.kit.build import kit_build
+from registry.stats import medians as stats
 from tests.attestations.test_data_reproductions import result_file
+from tests.browser.conftest import needs_chromium
 from tests.conftest import PASSWORD, make_user
 from tests.faults.support import small_cpu_rows
 from tests.reruns.conftest import csv_import
 
-CHROMIUM = Path("/usr/bin/chromium")
-
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed"),
+    needs_chromium,
 ]
-
-
-@pytest.fixture
-def browser(monkeypatch):
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "1")  # Playwright's loop runs in this thread
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM),
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        yield browser
-        browser.close()
 
 
 def test_the_run_pages_command_and_the_upload_form(live_server, browser, tmp_path):

@@ -1,7 +1,7 @@
 """A visitor in real Chromium: home → kernel page → run page → compare page, on the bundled data.
 
 Debian's chromium, driven by Playwright for Python (never `playwright install`). Screenshots go
-to docs/screenshots/; the kernel and run pages are committed and shown in the README.
+to docs/screenshots/; the kernel and run pages are committed; the README shows the run page.
 """
 
 import os
@@ -11,30 +11,15 @@ import pytest
 
 from registry.models import BenchmarkRun
 from registry.services import bundled_data_load
+from tests.browser.conftest import needs_chromium
 
-CHROMIUM = "/usr/bin/chromium"
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed"),
+    needs_chromium,
 ]
-
-
-@pytest.fixture
-def browser(monkeypatch):
-    # Playwright's sync API runs an event loop in this thread; Django's ORM refuses to run
-    # beside one unless told that this test knows it is single-threaded here.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "1")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        yield chromium
-        chromium.close()
 
 
 @pytest.mark.django_db(transaction=True)

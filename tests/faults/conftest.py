@@ -4,7 +4,12 @@ import pytest
 
 from registry.models import BenchmarkRun
 from tests.faults.support import SLOW_ROW
-from tests.reruns.conftest import csv_import
+from tests.reruns.conftest import (  # noqa: F401 (fixtures)
+    csv_import,
+    h200_run,
+    small_data,
+    worker_key_registered,
+)
 from tests.reruns.worker import broker_clear, broker_is_redis
 
 

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from registry.importers.liger import COLUMNS
 from registry.models import BenchmarkRun, Kernel, SourceImport, Workload
 from registry.services import ImportRejected, liger_import
+from registry.sources.liger.importer import COLUMNS
 from tests.registry.csvdata import bundled_rows
 
 pytestmark = pytest.mark.django_db

@@ -27,7 +27,14 @@ def test_twenty_users_browse_without_a_failure_while_a_rerun_job_completes(tmp_p
     if importlib.util.find_spec("locust") is None or not shutil.which("redis-server"):
         pytest.skip("needs locust (requirements-test.txt) and redis-server")
 
-    result = load_run(postgres=postgres_server(), users=20, duration_s=20, geglu_only=True, folder=tmp_path)
+    result = load_run(
+        postgres=postgres_server(),
+        users=20,
+        duration_s=20,
+        geglu_only=True,
+        folder=tmp_path,
+        db_prefix=connection.settings_dict["NAME"],  # the test database's name: its own per xdist worker
+    )
 
     assert result["requests"] > 100
     assert result["failures"] == 0, result["failure_kinds"]

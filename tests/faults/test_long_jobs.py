@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from registry.models import JobState
+from registry.reruns.models import JobState
 from registry.reruns.services import rerun_request
 from tests.faults.support import figure, levels_seen, needs_redis
 from tests.faults.workers import FaultWorker, watch_until_finished

@@ -15,7 +15,7 @@ import time
 import psycopg
 import pytest
 
-from bench.servers import PostgresServer, RedisServer, port_free, wait_until
+from bench.servers import PostgresServer, RedisServer, free_port, wait_until
 from bench.stack import Stack, data_csv
 from tests.faults.support import figure
 from tests.reruns.worker import broker_is_redis
@@ -32,10 +32,6 @@ DONE = ("succeeded", "diverged", "failed", "cancelled")
 # The deadline: stale after JOB_STALE_AFTER (3 s), put back within JOB_RECONCILE_INTERVAL (2 s),
 # plus the job itself (a cold harness: up to a minute on a busy machine).
 DEADLINE_S = 120
-
-
-def free_port(first: int) -> int:
-    return next(port for port in range(first, first + 20) if port_free(port))
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +122,11 @@ def test_requests_and_a_running_job_survive_a_postgresql_restart(stack):
     assert all(began - 5 <= t <= back + 1 for t, _, _ in failures), "errors outside the restart"
     state, attempts, _, finished_at = jobs(postgres)[job_id]
     assert state == "succeeded", site.log("worker")[-4000:]
-    assert attempts == 1
+    # The stack's JOB_STALE_AFTER is 3 s: a restart that outlasts it (seconds on a busy machine)
+    # leaves the beats unanswered, so the reconciler presumes the attempt lost and grants one more,
+    # by design. The lease makes either way record the result once: only the attempt that holds
+    # it may write it, and the job's one result_run or verdict is that attempt's.
+    assert attempts in (1, 2), attempts
     heartbeat_failed = "Heartbeat of job" in site.log("worker")
     assert heartbeat_failed or finished_at.timestamp() < back  # a job running across it lost a beat
     stuck = [j for j, (s, *_) in jobs(postgres).items() if s in ("queued", "running")]

@@ -16,7 +16,8 @@ from django.urls import reverse
 
 from attestations import services
 from attestations.models import Attestation, AttestationState, AuditEntry
-from registry.models import BenchmarkRun, RerunJob
+from registry.models import BenchmarkRun
+from registry.reruns.models import RerunJob
 from registry.reruns.services import rerun_request
 from tests.attestations.conftest import submit_reproduction
 from tests.conftest import make_user, moderators_group_ensure

@@ -14,8 +14,9 @@ import time
 import pytest
 from kombu import Connection
 
-from bench.servers import RedisServer, port_free
-from registry.models import BenchmarkRun, JobState, RerunJob
+from bench.servers import RedisServer, free_port
+from registry.models import BenchmarkRun
+from registry.reruns.models import JobState, RerunJob
 from registry.reruns.services import job_send, rerun_request
 from tests.faults.support import SLOW_ROW, figure, needs_redis, small_cpu_rows
 from tests.faults.workers import FaultWorker, running, until
@@ -25,10 +26,6 @@ from tests.reruns.worker import broker_clear
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True), needs_redis]
 QUEUED = 5
 COMPLETED = {JobState.SUCCEEDED, JobState.DIVERGED}
-
-
-def free_port(first: int) -> int:
-    return next(port for port in range(first, first + 20) if port_free(port))
 
 
 @pytest.fixture

@@ -13,6 +13,8 @@ SHOW = (
 
 
 def start(**env) -> subprocess.CompletedProcess:
+    # No broker key prefix (tests/settings.py gives one to each xdist worker): the defaults shown.
+    env.setdefault("CELERY_BROKER_KEY_PREFIX", "")
     return subprocess.run(manage("shell", "-c", SHOW), env=child_env(**env), capture_output=True, text=True)
 
 
@@ -45,3 +47,40 @@ class TestSigningKey:
         result = start(JOB_SIGNING_KEY="k" * 40)
         assert result.returncode == 0, result.stderr
         assert result.stdout.strip().endswith(" 40")
+
+
+class TestGpuWorkerRole:
+    """A GPU worker (KERNELINDEX_ROLE=gpu-worker) starts only without the web tier's credentials."""
+
+    SHOW_ROLE = "from django.conf import settings as s; print(s.DATABASES['default']['ENGINE'], s.JOB_SIGNING_KEY == '')"
+
+    def start_worker(self, **env):
+        base = child_env(
+            **{"KERNELINDEX_ROLE": "gpu-worker", "JOB_VERIFY_KEY": "A" * 43 + "=", "DEBUG": "0", **env}
+        )
+        for name in ("DATABASE_URL", "CACHE_URL", "SECRET_KEY", "JOB_SIGNING_KEY"):
+            if name not in env:
+                base.pop(name, None)
+        return subprocess.run(manage("shell", "-c", self.SHOW_ROLE), env=base, capture_output=True, text=True)
+
+    def test_it_starts_with_no_database_and_no_signing_key(self):
+        result = self.start_worker()
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip().endswith("django.db.backends.dummy True")
+
+    def test_any_of_the_web_tiers_credentials_refuses_to_start(self):
+        for name, value in (
+            ("DATABASE_URL", "postgres://kernelindex:pw@127.0.0.1:5432/kernelindex"),
+            ("CACHE_URL", "redis://127.0.0.1:6379/1"),
+            ("SECRET_KEY", "s" * 50),
+        ):
+            result = self.start_worker(**{name: value})
+            assert result.returncode != 0
+            assert f"{name} must not be given to a GPU worker" in result.stderr
+        result = self.start_worker(JOB_SIGNING_KEY="k" * 40)
+        assert "JOB_SIGNING_KEY must not be given to a GPU worker" in result.stderr
+
+    def test_it_needs_the_job_verify_key(self):
+        result = self.start_worker(JOB_VERIFY_KEY="")
+        assert result.returncode != 0
+        assert "JOB_VERIFY_KEY is required on a GPU worker" in result.stderr

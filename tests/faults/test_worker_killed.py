@@ -14,12 +14,13 @@ import time
 import pytest
 
 from bench.servers import wait_until
-from registry.models import BenchmarkRun, JobState, RerunJob
+from registry.models import BenchmarkRun
+from registry.reruns.models import JobState, RerunJob
 from registry.reruns.services import rerun_request
 from tests.faults.support import figure, levels_seen, needs_redis, small_cpu_rows
 from tests.faults.workers import FaultWorker, machine_lost, running, watch_until_finished
 from tests.reruns.conftest import csv_import
-from tests.reruns.worker import queue_length, redis_client
+from tests.reruns.worker import broker_key, queue_length, redis_client
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True), needs_redis]
 
@@ -73,7 +74,7 @@ class TestWholeWorkerKilled:
         running(job)
         time.sleep(1.0)
         killed_at = machine_lost(first)
-        assert redis_client().zcard("unacked_index") == 1  # the message is held, unacknowledged
+        assert redis_client().zcard(broker_key("unacked_index")) == 1  # the message is held, unacknowledged
 
         second = FaultWorker(tmp_path, **short).start()
         ready_at = time.time()
@@ -83,7 +84,11 @@ class TestWholeWorkerKilled:
             completed_once(job, slow_cpu_run, levels, first, second)
             # The job is finished once the recorder commits; the recorder's own message (acks_late)
             # leaves the unacked index a moment after that.
-            wait_until(lambda: redis_client().zcard("unacked_index") == 0, 10, "no unacknowledged message")
+            wait_until(
+                lambda: redis_client().zcard(broker_key("unacked_index")) == 0,
+                10,
+                "no unacknowledged message",
+            )
             figure(
                 "item1.worker_killed.kombu.seconds_to_new_attempt",
                 round(job.started_at.timestamp() - killed_at, 2),
@@ -110,7 +115,7 @@ class TestWholeWorkerKilled:
         # While no worker runs, a second job is requested and its message is really lost.
         lost = rerun_request(run=runs[1])
         assert queue_length("gpu.cpu") == 1
-        redis_client().delete("gpu.cpu")
+        redis_client().delete(broker_key("gpu.cpu"))
         assert queue_length("gpu.cpu") == 0
 
         second = FaultWorker(tmp_path, beat=True, **env).start()

@@ -4,6 +4,7 @@ A worker runs only a job message that KernelIndex signed (HMAC-SHA256 over the j
 model and the spec, under JOB_SIGNING_KEY); a result counts only for the job and the attempt
 (lease) that claimed it; the harness runs only mapped kernels with checked parameters."""
 
+import base64
 import copy
 from datetime import timedelta
 
@@ -11,14 +12,28 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from registry.models import BenchmarkRun, JobState, RerunJob, Workload
+from registry.models import BenchmarkRun, Workload
 from registry.reruns import tasks
 from registry.reruns.harness import KERNELS, run_job_spec
 from registry.reruns.harness.spec import Refused, plan_for
-from registry.reruns.services import job_claim, job_message, job_send, rerun_request
+from registry.reruns.models import JobState, RerunJob
+from registry.reruns.services import (
+    Claim,
+    SignatureRefused,
+    grant_check,
+    job_message,
+    job_send,
+    rerun_request,
+    worker_claim,
+    worker_heartbeat,
+    worker_key_register,
+    worker_key_revoke,
+    worker_report,
+)
+from registry.reruns.services.signing import private_key_generate, web_sign
 from tests.faults.support import needs_redis, small_cpu_rows
 from tests.faults.workers import FaultWorker, until
-from tests.reruns.conftest import csv_import, harness_result, small_geglu_spec
+from tests.reruns.conftest import TEST_WORKER, csv_import, harness_result, small_geglu_spec
 from tests.reruns.worker import broker_clear
 
 pytestmark = pytest.mark.django_db
@@ -95,16 +110,22 @@ class TestSignedJobMessages:
         job = rerun_request(run=cpu_run)
         message = job_message(job)
         assert message["signed"] == {"job": job.pk, "gpu": "cpu", "spec": message["signed"]["spec"]}
-        assert len(message["signature"]) == 64
+        assert len(base64.b64decode(message["signature"])) == 64  # Ed25519
         assert message["signed"]["spec"]["kernel"] == "geglu"
 
 
 class TestResultsBoundToTheAttempt:
     def claim(self, job: RerunJob):
-        return job_claim(job_id=job.pk, gpu_slug="cpu", worker_host="gpu-host-1")
+        grant = grant_check(
+            worker_claim(worker_report("claim", job=job.pk, card="")), job_id=job.pk, worker=TEST_WORKER
+        )
+        return Claim(grant["outcome"], lease=grant["lease"])
 
     def record(self, job_id: int, lease: str, median: float) -> str:
-        return tasks.job_record.apply(args=[job_id, lease, harness_result(median, gpu_slug="cpu")]).get()
+        result = harness_result(median, gpu_slug="cpu")
+        return tasks.job_report.apply(
+            args=[worker_report("result", job=job_id, lease=lease, result=result)]
+        ).get()
 
     def test_a_result_from_a_stale_attempt_changes_nothing(self, cpu_run, settings):
         job = rerun_request(run=cpu_run)
@@ -137,12 +158,15 @@ class TestResultsBoundToTheAttempt:
     def test_a_replayed_result_changes_nothing(self, cpu_run):
         job = rerun_request(run=cpu_run)
         claim = self.claim(job)
-        assert self.record(job.pk, claim.lease, 0.1) == "succeeded"
+        report = worker_report(
+            "result", job=job.pk, lease=claim.lease, result=harness_result(0.1, gpu_slug="cpu")
+        )
+        assert tasks.job_report.apply(args=[report]).get() == "succeeded"
         job.refresh_from_db()
         finished = (job.state, job.finished_at, job.median)
 
-        # The same result again, and a different one under the same lease.
-        assert self.record(job.pk, claim.lease, 0.1) == "not this attempt's"
+        # The very same signed report again, and a different result under the same lease.
+        assert tasks.job_report.apply(args=[report]).get() == "not this attempt's"
         assert self.record(job.pk, claim.lease, 99.0) == "not this attempt's"
 
         job.refresh_from_db()
@@ -228,3 +252,146 @@ class TestARealWorkerRefusesForgedMessages:
         assert f"Job {job.pk} refused: the message carries no signed job spec" in worker.log()
         assert worker.claims(job.pk) == []
         untouched(job)
+
+
+# --- issue 36, finding 2: a worker's reports are signed with its own registered key ---------------
+
+CARD = "GPU-5e1f0c2a-0000-4000-8000-000000000001"
+OTHER_CARD = "GPU-0bad0bad-0000-4000-8000-000000000002"
+
+
+@pytest.fixture
+def keys(tmp_path):
+    """Make a worker key (registered, unless told) and sign reports with it: `keys.make(...)`."""
+
+    class Keys:
+        def make(self, name, gpu_slug="nvidia-h200", cards=(CARD,), register=True):
+            pem, public = private_key_generate()
+            path = tmp_path / f"{name}.key"
+            path.write_bytes(pem)
+            if register:
+                worker_key_register(name=name, gpu_slug=gpu_slug, public_key=public, cards=list(cards))
+            return name, str(path)
+
+        def report(self, worker, kind, **fields):
+            name, path = worker
+            with override_settings(WORKER_NAME=name, WORKER_KEY_FILE=path):
+                return worker_report(kind, **fields)
+
+        def claim(self, worker, job, card=CARD):
+            return worker_claim(self.report(worker, "claim", job=job.pk, card=card))
+
+        def lease(self, worker, job, card=CARD) -> str:
+            grant = grant_check(self.claim(worker, job, card), job_id=job.pk, worker=worker[0])
+            assert grant["outcome"] == "claimed", grant
+            return grant["lease"]
+
+        def record(self, worker, job, lease, card=CARD, median=1.0) -> str:
+            result = harness_result(median, gpu_uuid=card)
+            report = self.report(worker, "result", job=job.pk, lease=lease, result=result)
+            return tasks.job_report.apply(args=[report]).get()
+
+    return Keys()
+
+
+def unchanged(job: RerunJob, run: BenchmarkRun, state=JobState.RUNNING) -> None:
+    job.refresh_from_db()
+    run.refresh_from_db()
+    assert (job.state, job.median, job.verdict) == (state, None, "")
+    assert run.evidence_level == "reported"
+
+
+class TestSignedReports:
+    def test_the_finding_an_unsigned_result_for_a_running_job_is_refused(self, h200_run, keys):
+        """What the attack sent: `registry.job_record` with an invented result for the attempt."""
+        job = rerun_request(run=h200_run)
+        lease = keys.lease(keys.make("h200-a"), job)
+        result = harness_result(1.0, gpu_uuid=CARD)
+        assert tasks.job_record.apply(args=[job.pk, lease, result]).get() == "refused: unsigned"
+        unchanged(job, h200_run)
+
+    def test_a_signed_result_is_recorded(self, h200_run, keys):
+        worker = keys.make("h200-a")
+        job = rerun_request(run=h200_run)
+        assert keys.record(worker, job, keys.lease(worker, job)) == "succeeded"
+        job.refresh_from_db()
+        h200_run.refresh_from_db()
+        assert (job.worker_host, job.gpu_uuid, job.verdict) == ("h200-a", CARD, "agrees")
+        assert h200_run.evidence_level == "reproduced"
+
+    def test_a_result_signed_by_an_unregistered_key_is_refused(self, h200_run, keys):
+        job = rerun_request(run=h200_run)
+        lease = keys.lease(keys.make("h200-a"), job)
+        stranger = keys.make("h200-a", register=False)  # the same name, another key
+        assert keys.record(stranger, job, lease) == "not this attempt's"
+        unchanged(job, h200_run)
+
+    def test_a_result_signed_by_a_revoked_key_is_refused(self, h200_run, keys):
+        worker = keys.make("h200-a")
+        job = rerun_request(run=h200_run)
+        lease = keys.lease(worker, job)
+        assert worker_key_revoke(name="h200-a")
+        assert keys.record(worker, job, lease) == "not this attempt's"
+        unchanged(job, h200_run)
+
+    def test_a_worker_of_another_gpu_model_can_neither_claim_nor_record(self, h200_run, keys):
+        a100 = keys.make("a100-a", gpu_slug="nvidia-a100-sxm4-80gb")
+        job = rerun_request(run=h200_run)
+        grant = grant_check(keys.claim(a100, job), job_id=job.pk, worker="a100-a")
+        assert (grant["outcome"], grant["lease"]) == ("wrong_gpu", "")
+        unchanged(job, h200_run, state=JobState.QUEUED)
+
+        lease = keys.lease(keys.make("h200-a"), job)
+        assert keys.record(a100, job, lease) == "not this attempt's"  # granted to h200-a
+        # Even an attempt made out to it (as if the claim had let it through) takes nothing from it.
+        RerunJob.objects.filter(pk=job.pk).update(worker_host="a100-a")
+        assert keys.record(a100, job, lease) == "not this attempt's"
+        unchanged(job, h200_run)
+
+    def test_a_card_not_registered_for_the_key_is_refused_at_the_claim_and_the_result(self, h200_run, keys):
+        worker = keys.make("h200-a", cards=(CARD,))
+        job = rerun_request(run=h200_run)
+        refused = keys.claim(worker, job, card=OTHER_CARD)
+        assert "is not registered for worker key" in refused["refused"]
+        unchanged(job, h200_run, state=JobState.QUEUED)
+
+        lease = keys.lease(worker, job, card=CARD)
+        assert keys.record(worker, job, lease, card=OTHER_CARD) == "not this attempt's"
+        unchanged(job, h200_run)
+        assert keys.record(worker, job, lease, card=CARD) == "succeeded"
+
+    def test_a_tampered_report_is_refused(self, h200_run, keys):
+        worker = keys.make("h200-a")
+        job = rerun_request(run=h200_run)
+        lease = keys.lease(worker, job)
+        report = keys.report(
+            worker, "result", job=job.pk, lease=lease, result=harness_result(5.0, gpu_uuid=CARD)
+        )
+        report["body"] = report["body"].replace('"median": 5.0', '"median": 1.0')
+        assert '"median": 1.0' in report["body"]
+        assert tasks.job_report.apply(args=[report]).get() == "not this attempt's"
+        unchanged(job, h200_run)
+
+    def test_a_heartbeat_counts_only_from_the_worker_granted_the_attempt(self, h200_run, keys):
+        worker, other = keys.make("h200-a"), keys.make("h200-b", cards=(OTHER_CARD,))
+        job = rerun_request(run=h200_run)
+        lease = keys.lease(worker, job)
+        assert not worker_heartbeat(keys.report(other, "heartbeat", job=job.pk, lease=lease))
+        assert worker_heartbeat(keys.report(worker, "heartbeat", job=job.pk, lease=lease))
+
+    def test_an_old_claim_replayed_is_refused(self, h200_run, keys, settings):
+        worker = keys.make("h200-a")
+        job = rerun_request(run=h200_run)
+        settings.JOB_CLAIM_WAIT = -1  # every claim is older than the wait
+        assert "gave up waiting" in keys.claim(worker, job)["refused"]
+        unchanged(job, h200_run, state=JobState.QUEUED)
+
+    def test_a_worker_takes_no_grant_the_web_tier_did_not_sign(self, h200_run, keys):
+        worker = keys.make("h200-a")
+        job = rerun_request(run=h200_run)
+        with override_settings(JOB_SIGNING_KEY="an-attacker-s-key-of-at-least-32-chars"):
+            forged = web_sign({"job": job.pk, "worker": "h200-a", "outcome": "claimed", "lease": "x" * 32})
+        with pytest.raises(SignatureRefused):
+            grant_check(forged, job_id=job.pk, worker="h200-a")
+        with pytest.raises(SignatureRefused):  # signed, but for another worker
+            grant_check(keys.claim(worker, job), job_id=job.pk, worker="h200-b")

@@ -11,12 +11,13 @@ import time
 from pathlib import Path
 
 from bench.servers import wait_until
-from registry.models import BenchmarkRun, JobState, RerunJob
+from registry.models import BenchmarkRun
+from registry.reruns.models import JobState, RerunJob
 from tests.reruns.worker import Worker
 
 CLAIMED = re.compile(r"Job (\d+) claimed: attempt lease ([0-9a-f]{32})")
 FINISHED = {JobState.SUCCEEDED, JobState.DIVERGED, JobState.FAILED, JobState.CANCELLED}
-RECORDED = re.compile(r"registry\.job_record\[[^]]+\] succeeded in [0-9.]+s: '([a-z_ ']+)'")
+RECORDED = re.compile(r"registry\.job_report\[[^]]+\] succeeded in [0-9.]+s: '([a-z_ ']+)'")
 
 
 class FaultWorker(Worker):

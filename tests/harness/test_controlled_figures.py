@@ -1,5 +1,6 @@
-"""The README's figures for the shipped controlled runs are the ones `scripts/controlled_figures.py`
-prints from the files today: shipping more runs without the README's figures fails here."""
+"""The report's figures for the shipped controlled runs (docs/reports/2026-12-04-h200-controlled-runs.md)
+are the ones `scripts/controlled_figures.py` prints from the files today: shipping more runs without
+the report's figures fails here."""
 
 import re
 import subprocess
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+REPORT = ROOT / "docs" / "reports" / "2026-12-04-h200-controlled-runs.md"
 
 
 @pytest.fixture(scope="module")
@@ -17,8 +19,8 @@ def printed() -> str:
     return subprocess.run([sys.executable, script], capture_output=True, text=True, check=True).stdout
 
 
-def readme() -> str:
-    return " ".join((ROOT / "README.md").read_text().split())
+def report() -> str:
+    return " ".join(REPORT.read_text().split())
 
 
 def number(pattern: str, text: str) -> list[int]:
@@ -27,7 +29,7 @@ def number(pattern: str, text: str) -> list[int]:
     return [int(group) for group in match.groups()]
 
 
-def test_the_readme_gives_the_runs_kernels_and_verdicts_the_files_hold(printed):
+def test_the_report_gives_the_runs_kernels_and_verdicts_the_files_hold(printed):
     runs, kernels = number(r"runs under KernelIndex's protocols: (\d+), kernels: (\d+)", printed)
     total, agree = number(r"reruns with a verdict: (\d+) \(\d+ on the other card\); agree: (\d+)", printed)
     other_agree, other = number(r"on another card: (\d+) of (\d+) agree", printed)
@@ -36,7 +38,7 @@ def test_the_readme_gives_the_runs_kernels_and_verdicts_the_files_hold(printed):
     rerun_kernels, all_kernels = number(r"kernels with a run rerun on another card: (\d+) of (\d+)", printed)
     assert all_kernels == kernels
 
-    text = readme()
+    text = report()
     assert f"Covered so far: {runs:,} runs of {kernels} kernels" in text
     assert f"Verdicts: {agree:,} of {total:,} reruns agree" in text
     assert f"On another physical card {other_agree:,} of {other:,} agree" in text
@@ -51,11 +53,11 @@ def test_the_readme_gives_the_runs_kernels_and_verdicts_the_files_hold(printed):
         assert f"All {kernels} mappable kernels have runs measured and rerun on another card" in text
 
 
-def test_the_readme_gives_the_spread_of_the_slow_workloads(printed):
+def test_the_report_gives_the_spread_of_the_slow_workloads(printed):
     n, median, p95, within = re.search(
         r"1 ms or more: n=(\d+), median ([\d.]+)%, 95th percentile ([\d.]+)%, within 1%: (\d+)%", printed
     ).groups()
-    text = readme()
+    text = report()
     assert f"speed workloads of 1 ms or more ({int(n):,}): median {float(median):.2f}%" in text
     assert f"95th percentile {float(p95):.1f}%; {within}% within 1%" in text
     for where, words in (
@@ -72,7 +74,7 @@ def test_the_readme_gives_the_spread_of_the_slow_workloads(printed):
         )
 
 
-def test_the_readme_gives_how_far_apart_the_medians_on_two_cards_lie(printed):
+def test_the_report_gives_how_far_apart_the_medians_on_two_cards_lie(printed):
     one, two, five, n = number(
         r"on another card, \|difference\| of medians within: 1% (\d+)%, 2% (\d+)%, 5% (\d+)% \(n=(\d+)\)",
         printed,
@@ -84,11 +86,11 @@ def test_the_readme_gives_how_far_apart_the_medians_on_two_cards_lie(printed):
     )
     assert (
         f"The {unsettled:,} inconclusive ones sit at the tolerance's edge (median |difference| "
-        f"{gap}.{gap_tenths}%, {inside}% of them inside ±2%)" in readme()
+        f"{gap}.{gap_tenths}%, {inside}% of them inside ±2%)" in report()
     )
     assert (
         f"Of the {n:,} latency reruns on another card, the two medians lie within 1% of each other in "
-        f"{one}%, within 2% in {two}%, within 5% in {five}%" in readme()
+        f"{one}%, within 2% in {two}%, within 5% in {five}%" in report()
     )
 
 
@@ -99,18 +101,18 @@ def test_every_pair_offset_has_an_interval_around_its_median(printed):
         assert float(low) <= float(middle) <= float(high)
 
 
-def test_the_readme_gives_the_seconds_of_the_slow_jobs(printed):
+def test_the_report_gives_the_seconds_of_the_slow_jobs(printed):
     jobs, total, excess, moe = number(
         r"over (\d+) jobs: (\d+); above their kernel's median in jobs over 8 s and 3x it: (\d+) \(fused_moe (\d+)",
         printed,
     )
-    text = readme()
+    text = report()
     assert f"over all {jobs:,} shipped jobs ({total:,} s from start to finish)" in text
     assert f"spent {excess:,} s above that median, {moe:,} s of it fused_moe's" in text
 
 
-def test_the_readme_splits_the_latency_verdicts_by_the_hosts_pace(printed):
-    text = readme()
+def test_the_report_splits_the_latency_verdicts_by_the_hosts_pace(printed):
+    text = report()
     for label, words in (
         ("host-paced or spin at its cap", "or whose spin reached its cap"),
         ("the others", "the others"),

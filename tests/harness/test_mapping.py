@@ -1,15 +1,15 @@
-"""How much of the bundled data the harness can run: every count here is quoted in the README."""
+"""How much of the bundled data the harness can run: every count here is quoted in docs/gpu-hosts.md."""
 
 import json
 from collections import Counter, defaultdict
 
 import pytest
 
-from registry.importers import liger
 from registry.reruns.harness import gpu_slug, local_gpu_slug
 from registry.reruns.harness.kernels import refusal_reasons
 from registry.reruns.harness.spec import Refused, plan_for
 from registry.services import BUNDLED_LIGER_CSV
+from registry.sources.liger import importer as liger
 
 TORCH_DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp32": "torch.float32"}
 

@@ -1,4 +1,4 @@
-"""The statistics of controlled runs (registry/reruns/harness/stats.py), checked against values
+"""The statistics of controlled runs (registry/stats/medians.py), checked against values
 computed here independently: order-statistic ranks from the binomial distribution, the spread of
 single calls from numpy's quantiles, and the bootstrap's coverage of a known shift."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from registry.reruns.harness import stats
+from registry.stats import medians as stats
 
 
 def textbook_median_interval(samples, confidence):
@@ -206,7 +206,7 @@ class TestSidesWithoutSamples:
     def test_a_published_p20_p80_summary_is_its_range(self):
         new = stats.Side(median=3.18, p20=3.15, p80=3.2)
         old = stats.Side(median=3.0, p20=2.9, p80=3.1)
-        assert old.count == "a p20–p80 summary (no raw samples)"
+        assert old.count == "its published p20–p80 range only (its source published no samples)"
 
         point, low, high, _ = stats.difference_interval(new, old)
 

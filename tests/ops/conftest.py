@@ -175,7 +175,7 @@ def jobs(fixture_runs):
 
     from django.utils import timezone
 
-    from registry.models import RerunJob
+    from registry.reruns.models import RerunJob
     from registry.reruns.services import job_claim, job_fail, rerun_request
 
     a100 = [r for r in fixture_runs if r.environment.slug == "nvidia-a100-sxm4-80gb"]

@@ -21,7 +21,7 @@ from registry.services import liger_import
 from tests.ops.conftest import fixture_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
-PROJECT_APPS = ("registry", "attestations")
+PROJECT_APPS = ("registry", "reruns", "attestations")  # reruns: the rerun app, moved out of registry
 
 pytestmark = pytest.mark.skipif(
     connection.vendor != "postgresql",
@@ -46,10 +46,7 @@ def _backup(*args) -> subprocess.CompletedProcess:
 
 def _tables() -> list:
     models = [
-        m
-        for label in PROJECT_APPS
-        if apps.is_installed(label)
-        for m in apps.get_app_config(label).get_models()
+        m for config in apps.get_app_configs() if config.label in PROJECT_APPS for m in config.get_models()
     ]
     return [m for m in models if not m._meta.proxy and m._meta.managed]
 
@@ -126,7 +123,7 @@ class TestRestoreFromDump:
         liger_import(path=variant, release="0.8.5")
         with connection.cursor() as cursor:
             before = {m._meta.label: _snapshot(cursor, m) for m in _tables()}
-        assert len(before["registry.BenchmarkRun"]) == 22 and len(before["registry.RerunJob"]) == 3
+        assert len(before["registry.BenchmarkRun"]) == 22 and len(before["reruns.RerunJob"]) == 3
         assert len(before["attestations.Attestation"]) == 2 and len(before["attestations.IssueReport"]) == 1
         assert len(before["attestations.AuditEntry"]) >= 4
 

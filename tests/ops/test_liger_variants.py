@@ -20,17 +20,22 @@ def _without_line(name: str, number: int) -> bytes:
 
 @pytest.mark.django_db
 class TestVariantFilesDoNotWithdrawEachOther:
-    def test_importing_the_cutile_file_leaves_the_main_files_runs_current(self, tmp_path):
+    def test_importing_the_cutile_file_supersedes_only_the_targets_both_files_measure(self, tmp_path):
         liger_import(path=_write(tmp_path, "all_benchmark_data.csv"), release="0.8.5")
 
         summary = liger_import(path=_write(tmp_path, "all_benchmark_data_cutile.csv"), release="0.8.5")
 
-        assert (summary.created, summary.withdrawn, summary.superseded) == (10, 0, 0)
-        assert BenchmarkRun.objects.current().count() == 22
-        # jsd/torch/B200 appears in both files under one upstream key; neither replaces the other.
+        # jsd/torch/B200 appears in both files: one target (comparison key, implementation) has
+        # one current run (one_current_run_per_target), so the cutile file's later measurements
+        # (2026-06-16) supersede the main file's (2026-05-27); the main file's other runs stay.
+        assert (summary.created, summary.withdrawn, summary.superseded) == (10, 0, 4)
+        assert BenchmarkRun.objects.current().count() == 18
         jsd_torch = BenchmarkRun.objects.filter(kernel__slug="jsd", implementation__provider="torch")
         assert jsd_torch.count() == 8
-        assert jsd_torch.filter(superseded_by__isnull=False).count() == 0
+        older = jsd_torch.filter(superseded_by__isnull=False)
+        assert list(older.values_list("labels__variant", flat=True)) == [None] * 4
+        assert {run.superseded_by.labels["variant"] for run in older} == {"cutile"}
+        assert BenchmarkRun.objects.filter(labels__variant__isnull=True, superseded_by=None).count() == 8
 
     def test_importing_the_main_file_again_leaves_the_variant_runs_current(self, tmp_path):
         liger_import(path=_write(tmp_path, "all_benchmark_data.csv"))

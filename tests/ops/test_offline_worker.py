@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from registry.reruns.harness import cache
+from registry.reruns.harness import upstream
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,14 +71,14 @@ def offline(monkeypatch):
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
-    monkeypatch.setattr(cache.subprocess, "run", refuse)
+    monkeypatch.setattr(upstream.subprocess, "run", refuse)
     return attempts
 
 
 @pytest.fixture
 def harness_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("KERNELINDEX_HARNESS_DIR", str(tmp_path / "harness"))
-    monkeypatch.delenv(cache.ARCHIVE_ENV, raising=False)
+    monkeypatch.delenv(upstream.ARCHIVE_ENV, raising=False)
     return tmp_path / "harness"
 
 
@@ -88,7 +88,7 @@ def wheelhouse(tmp_path, monkeypatch):
     folder = tmp_path / "wheelhouse"
     folder.mkdir()
     digest = fake_sdist(folder / "liger_kernel-0.8.5.tar.gz")
-    monkeypatch.setitem(cache.LIGER_KERNEL_SHA256, "0.8.5", digest)
+    monkeypatch.setitem(upstream.LIGER_KERNEL_SHA256, "0.8.5", digest)
     return folder
 
 
@@ -98,7 +98,7 @@ class TestFetchHarnessFromALocalArchive:
         call_command("fetch_harness", archive=str(wheelhouse), stdout=out)
 
         root = harness_dir / "liger-kernel-0.8.5"
-        assert cache.harness_ready() == root.resolve()
+        assert upstream.harness_ready() == root.resolve()
         assert (root / "benchmark/scripts/benchmark_geglu.py").is_file()
         assert (root / "src/liger_kernel/__init__.py").is_file()
         assert (root / "test/utils.py").is_file()
@@ -113,10 +113,10 @@ class TestFetchHarnessFromALocalArchive:
         call_command(
             "fetch_harness", archive=str(wheelhouse / "liger_kernel-0.8.5.tar.gz"), stdout=io.StringIO()
         )
-        assert cache.harness_ready()
+        assert upstream.harness_ready()
 
-        monkeypatch.setenv(cache.ARCHIVE_ENV, str(wheelhouse))
-        root = cache.harness_fetch(force=True)
+        monkeypatch.setenv(upstream.ARCHIVE_ENV, str(wheelhouse))
+        root = upstream.harness_fetch(force=True)
         assert (root / "benchmark/scripts/utils.py").is_file()
         assert offline == []
 
@@ -132,10 +132,10 @@ class TestFetchHarnessFromALocalArchive:
         message = str(refused.value)
         assert "is not the liger-kernel 0.8.5 source distribution" in message
         assert f"its sha256 is {digest}" in message
-        assert cache.LIGER_KERNEL_SHA256["0.8.5"] in message
+        assert upstream.LIGER_KERNEL_SHA256["0.8.5"] in message
         assert not harness_dir.exists()
-        with pytest.raises(cache.HarnessMissing):
-            cache.harness_ready()
+        with pytest.raises(upstream.HarnessMissing):
+            upstream.harness_ready()
         assert offline == []
 
     def test_a_bad_archive_is_refused_even_when_a_harness_is_already_there(
@@ -166,12 +166,12 @@ class TestFetchHarnessFromALocalArchive:
         call_command(
             "fetch_harness", archive=str(archive), liger_version="0.9.0", sha256=digest, stdout=io.StringIO()
         )
-        assert cache.harness_ready("0.9.0")
+        assert upstream.harness_ready("0.9.0")
 
     def test_the_pinned_digest_is_the_one_pypi_publishes_for_0_8_5(self):
         # https://pypi.org/simple/liger-kernel/ : liger_kernel-0.8.5.tar.gz#sha256=...
-        assert cache.LIGER_KERNEL_VERSION == "0.8.5"
-        assert cache.LIGER_KERNEL_SHA256["0.8.5"] == (
+        assert upstream.LIGER_KERNEL_VERSION == "0.8.5"
+        assert upstream.LIGER_KERNEL_SHA256["0.8.5"] == (
             "4e8f8f611a8ad735c37c989410d09820bb08881f131851a3967c34baa7889d66"
         )
 

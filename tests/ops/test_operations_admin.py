@@ -75,7 +75,7 @@ class TestOperationsPageContent:
         # until JOB_RESULT_DEADLINE, and so does the page.
         from django.utils import timezone
 
-        from registry.models import RerunJob
+        from registry.reruns.models import RerunJob
 
         RerunJob.objects.filter(pk=jobs["stuck"].pk).update(result_sent_at=timezone.now())
         client.force_login(moderator)

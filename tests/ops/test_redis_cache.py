@@ -61,3 +61,36 @@ def test_a_forked_child_uses_the_parents_client_safely():
     child.join(timeout=30)
     assert child.exitcode == 0
     assert backend.get("redis-cache-fork") == "child"  # the parent's connection still answers
+
+
+class TestClearWithAKeyPrefix:
+    """Two caches with their own prefixes on one Redis database (two sites, or two xdist workers,
+    tests/settings.py): one's clear() removes its own keys and leaves the other's."""
+
+    def _backend(self, prefix: str) -> RedisCache:
+        location = caches["default"]._servers
+        return RedisCache(location, {"KEY_PREFIX": prefix})
+
+    def test_clear_removes_only_its_own_keys(self):
+        mine, theirs = self._backend("clear-test-a*["), self._backend("clear-test-b")
+        for n in range(1200):  # more than one SCAN batch
+            mine.set(f"k{n}", n, 60)
+        theirs.set("k0", "kept", 60)
+        unprefixed = mine._cache.get_client(write=True)
+        unprefixed.set("clear-test-a-not-a-cache-key", b"kept", ex=60)
+        try:
+            assert mine.clear() is True
+            assert mine.get("k0") is None and mine.get("k1199") is None
+            assert theirs.get("k0") == "kept"
+            assert unprefixed.get("clear-test-a-not-a-cache-key") == b"kept"
+        finally:
+            theirs.clear()
+            unprefixed.delete("clear-test-a-not-a-cache-key")
+
+    def test_without_a_prefix_clear_empties_the_database_as_djangos_does(self, monkeypatch):
+        backend = self._backend("")
+        flushed = []
+        client = backend._cache.get_client(write=True)
+        monkeypatch.setattr(client, "flushdb", lambda: flushed.append(True) or True)
+        assert backend.clear() is True
+        assert flushed == [True]

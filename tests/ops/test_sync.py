@@ -5,9 +5,9 @@ from django.core import mail
 from django.core.management import CommandError, call_command
 
 from attestations.notifications import sync_failure_notify
-from registry.importers import pypi as pypi_client
 from registry.models import BenchmarkRun, SourceImport, SourceSync
 from registry.services.sync import liger_sync
+from registry.sources.liger import pypi as pypi_client
 from registry.tasks import sync_liger_task
 from tests.ops.conftest import fixture_bytes, release_files
 

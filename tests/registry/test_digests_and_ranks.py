@@ -8,10 +8,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from registry import digests
-from registry.importers.liger import parse_file
 from registry.models import BenchmarkRun
 from registry.ranks import competition_ranks
 from registry.services import groups_rerank, liger_import
+from registry.sources.liger.importer import parse_file
 from tests.registry.csvdata import bundled_rows, write_csv
 
 

@@ -13,7 +13,7 @@ from registry.models import Change, ChangeKind
 from registry.services import liger_import
 from registry.services.changes import changes_detect, step_judge
 from registry.services.history import BUNDLED_LIGER_HISTORY, liger_history_import
-from tests.registry.test_history_import import _folder, registry_empty
+from tests.sources.liger.test_history_import import _folder, registry_empty
 
 # Versions 3 (#264, JSD added) and 4: #290 ("Add beta support for jsd") re-measured the 36 JSD rows.
 PICKED = ("3", "4")
@@ -122,6 +122,17 @@ class TestChangesPage:
         )
         late = client.get(reverse("registry:change-list"), {"since": "2030-01-01"})
         assert late.context["page"].paginator.count == 0
+
+    def test_the_filters_offer_what_has_changes_as_choices_not_free_text(self, client, history):
+        html = client.get(reverse("registry:change-list")).content.decode()
+        form = html.split('aria-label="Filter changes"', 1)[1].split("</form>", 1)[0]
+        assert '<input name="kernel"' not in form and '<select name="kernel">' in form
+        for change in Change.objects.select_related("kernel", "after__environment"):
+            assert f'<option value="{change.kernel.slug}">{change.kernel.name}</option>' in form
+            assert f'<option value="{change.after.environment.slug}">{change.gpu_product}</option>' in form
+            assert f'<option value="{change.provider}">{change.provider}</option>' in form
+        chosen = client.get(reverse("registry:change-list"), {"kernel": "jsd"}).content.decode()
+        assert '<option value="jsd" selected>' in chosen
 
     def test_a_bad_filter_is_a_400(self, client, history):
         assert client.get(reverse("registry:change-list"), {"kind": "worse"}).status_code == 400

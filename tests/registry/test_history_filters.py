@@ -5,7 +5,7 @@ from django.urls import reverse
 
 from registry.models import BenchmarkRun
 from registry.services.history import liger_history_import
-from tests.registry.test_history_import import _folder
+from tests.sources.liger.test_history_import import _folder
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,8 @@ the memory floor, measured ceilings beside the datasheet's, and the API's fields
 import pytest
 from django.urls import reverse
 
-from registry.models import BenchmarkRun, MeasuredCeiling
+from registry.models import BenchmarkRun
+from registry.reruns.models import MeasuredCeiling
 from registry.reruns.services.ceilings import measured_ceiling_create
 from registry.services import liger_import
 from tests.registry.csvdata import bundled_rows, write_csv

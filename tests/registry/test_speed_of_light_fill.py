@@ -15,9 +15,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from registry import speed_of_light
-from registry.management.commands import load_bundled_data
 from registry.models import BenchmarkRun
 from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR
+from registry.reruns.management.commands import load_bundled_data
 from registry.reruns.services.ceilings import BUNDLED_CEILINGS_DIR, measured_ceilings_load
 from registry.services import liger_import
 from registry.speed_of_light import speed_of_light_fill, speed_of_light_stale, verdict_basis
@@ -49,7 +49,7 @@ def small_bundle(tmp_path, monkeypatch):
     csv = write_csv(tmp_path / "geglu.csv", bundled_rows("geglu"))
     monkeypatch.setattr(
         load_bundled_data,
-        "bundled_data_load",
+        "bundled_load_all",
         lambda progress: {"liger-kernel": liger_import(path=csv, progress=progress)},
     )
     monkeypatch.setattr(load_bundled_data, "BUNDLED_CONTROLLED_DIR", H200_GEGLU)
@@ -98,16 +98,7 @@ class TestASecondLoadOfUnchangedData:
         assert sol_updates(queries) == 0
         assert "speed-of-light: 0 runs' speed of light updated" in output
 
-    def test_of_everything_that_ships_computes_none_either(self, computed):
-        load()
-        assert len(computed) >= BenchmarkRun.objects.count() > 3000  # each as it was built
-        computed.clear()
-
-        output = load()
-
-        assert computed == []
-        assert not speed_of_light_stale().exists()
-        assert "speed-of-light: 0 runs' speed of light updated" in output
+    # Everything that ships, loaded twice: tests/sources/test_everything_that_ships.py.
 
 
 class TestALoadThatAddsAMeasuredCeiling:

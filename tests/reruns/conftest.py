@@ -6,10 +6,11 @@ import json
 
 import pytest
 
-from registry.importers.liger import COLUMNS as HEADER
-from registry.models import BenchmarkRun, Kernel, RerunJob
-from registry.reruns.harness import stats
+from registry.models import BenchmarkRun, Kernel
+from registry.reruns.models import RerunJob
 from registry.services import liger_import
+from registry.sources.liger.importer import COLUMNS as HEADER
+from registry.stats import medians as stats
 
 SMALL_GEGLU = (
     '{"bsz": 2, "hidden_size": 64, "intermediate_size": 128, '
@@ -189,3 +190,25 @@ def harness_result(
         "error": "",
         **extra,
     }
+
+
+TEST_WORKER = "test-worker"
+
+
+def worker_key_for_tests(*, gpu_slug: str = "cpu", cards=(), name: str = TEST_WORKER):
+    """Register the key the test process and its Celery workers sign with (tests/settings.py)."""
+    from registry.reruns.models import WorkerKey
+    from registry.reruns.services import signing, worker_key_register
+
+    public = signing.public_key_text(signing.worker_private_key())
+    WorkerKey.objects.filter(public_key=public).delete()
+    return worker_key_register(name=name, gpu_slug=gpu_slug, public_key=public, cards=list(cards))
+
+
+@pytest.fixture(autouse=True)
+def worker_key_registered(request):
+    """Every test with a database has the test worker's key registered for CPU jobs."""
+    marker = request.node.get_closest_marker("django_db")
+    if marker is not None:
+        request.getfixturevalue("transactional_db" if marker.kwargs.get("transaction") else "db")
+        worker_key_for_tests()

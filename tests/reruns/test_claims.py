@@ -5,13 +5,13 @@ import threading
 from datetime import timedelta
 
 import pytest
-from django.apps import apps as django_apps
 from django.db import connection
+from django.db.migrations.loader import MigrationLoader
 from django.test import override_settings
 from django.utils import timezone
 
-from registry.models import JobState, RerunJob
 from registry.reruns.harness.session import TIMED_OUT
+from registry.reruns.models import JobState, RerunJob
 from registry.reruns.services import (
     JobRefused,
     job_claim,
@@ -47,7 +47,7 @@ class TestClaim:
 
     def test_the_claim_records_the_card_so_a_job_killed_before_its_result_still_names_it(self, h200_run):
         """A job killed at the time limit sends no result, where the card used to be recorded:
-        session 11's two timed-out jobs were written to the timeouts file without a card."""
+        the two jobs timed out on GPU-31441cc4 (2026-12-04) were written to the timeouts file without a card."""
         job = rerun_request(run=h200_run)
         first = job_claim(job_id=job.pk, gpu_slug="nvidia-h200", worker_host="a", gpu_uuid="GPU-card-A")
         stale(job)
@@ -219,8 +219,11 @@ class TestTimedOut:
         )
         other = rerun_request(run=h200_run)
         RerunJob.objects.filter(pk=other.pk).update(state=JobState.FAILED, error="Harness failed: SIGSEGV")
-        migration = importlib.import_module("registry.migrations.0012_rerunjob_timed_out")
+        name = "0012_rerunjob_timed_out"
+        migration = importlib.import_module(f"registry.migrations.{name}")
+        # The job model as that migration saw it (it lived in the registry app then).
+        historical = MigrationLoader(connection).project_state(("registry", name)).apps
 
-        migration.timed_out_mark(django_apps, None)
+        migration.timed_out_mark(historical, None)
 
         assert dict(RerunJob.objects.values_list("pk", "timed_out")) == {said.pk: True, other.pk: False}

@@ -9,8 +9,9 @@ from collections import defaultdict
 
 import pytest
 
-from registry.models import BenchmarkRun, JobKind, JobState, RerunJob
+from registry.models import BenchmarkRun
 from registry.reruns import controlled, judgement, sweep
+from registry.reruns.models import JobKind, JobState, RerunJob
 from registry.reruns.sweep_timeouts import timeouts_read
 from tests.faults.support import small_cpu_rows
 from tests.reruns.conftest import csv_import

@@ -3,8 +3,8 @@
 import pytest
 
 from registry import digests
-from registry.models import BenchmarkRun, JobState, RerunJob
-from registry.reruns.harness import stats
+from registry.models import BenchmarkRun
+from registry.reruns.models import JobState, RerunJob
 from registry.reruns.services import (
     JobRefused,
     job_claim,
@@ -13,6 +13,7 @@ from registry.reruns.services import (
     rerun_record_result,
     rerun_request,
 )
+from registry.stats import medians as stats
 from tests.reruns.conftest import harness_result, small_geglu_spec
 
 pytestmark = pytest.mark.django_db

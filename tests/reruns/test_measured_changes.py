@@ -3,14 +3,17 @@ previous value, with both measure jobs' samples (Mann-Whitney plus the practical
 
 import pytest
 
-from registry.models import Change, ChangeKind, JobState, Kernel
+from registry.models import Change, ChangeKind, Kernel
+from registry.reruns.models import JobState
 from registry.reruns.services import job_claim, measure_request, rerun_record_result
 from tests.reruns.conftest import harness_result
 
 pytestmark = pytest.mark.django_db
 
 
-def measured(h200_run, median: float):
+def measured(h200_run, median: float, *, transformers: str = "4.57.1"):
+    """A measure job of the H200 run's target; `transformers` is the huggingface provider's
+    version, so a new one is a new version of the software measured."""
     job = measure_request(
         kernel=Kernel.objects.get(slug="geglu"),
         providers=["huggingface"],
@@ -20,16 +23,22 @@ def measured(h200_run, median: float):
         gpu_slug="nvidia-h200",
     ).created[0]
     claim = job_claim(job_id=job.pk, gpu_slug="nvidia-h200", worker_host="gpu-host-1")
-    finished = rerun_record_result(job_id=job.pk, lease=claim.lease, result=harness_result(median))
+    finished = rerun_record_result(
+        job_id=job.pk, lease=claim.lease, result=harness_result(median, environment=environment(transformers))
+    )
     assert finished.state == JobState.SUCCEEDED
     return finished.result_run
 
 
-def test_a_slower_second_measurement_is_a_regression_of_its_series(h200_run):
+def environment(transformers: str) -> dict:
+    return {**harness_result(1.0)["environment"], "transformers": transformers}
+
+
+def test_a_slower_second_measurement_of_a_new_version_is_a_regression_of_its_series(h200_run):
     first = measured(h200_run, 1.0)
     assert not Change.objects.exists()
 
-    second = measured(h200_run, 1.5)
+    second = measured(h200_run, 1.5, transformers="4.58.0")
 
     change = Change.objects.get()
     assert (change.before_id, change.after_id) == (first.pk, second.pk)

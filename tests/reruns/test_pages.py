@@ -5,7 +5,8 @@ from django.core.management import call_command
 from django.template import Context, Template
 from django.urls import reverse
 
-from registry.models import BenchmarkRun, JobState, RerunJob
+from registry.models import BenchmarkRun
+from registry.reruns.models import JobState, RerunJob
 from registry.reruns.services import job_claim, rerun_record_result, rerun_request
 from tests.reruns.conftest import geglu_measure_job, harness_result
 
@@ -134,7 +135,8 @@ class TestAdmin:
             ("cpu", moderator, "issue 12 says it is slow"),
             ("nvidia-h200", moderator, "issue 12 says it is slow"),
         ]
-        assert len(sent) == 2
+        # One message per job; the other callbacks notify about the requests' audit entries.
+        assert len([callback for callback in sent if callback.func.__name__ == "job_send"]) == 2
         h200_run.refresh_from_db()
         assert h200_run.evidence_level == "reported"
 
@@ -144,7 +146,7 @@ class TestAdmin:
         from registry.models import Kernel
 
         client.force_login(moderator)
-        url = reverse("admin:registry_rerunjob_measure")
+        url = reverse("admin:reruns_rerunjob_measure")
         assert client.get(url).status_code == 200
         with django_capture_on_commit_callbacks():
             response = client.post(
@@ -166,7 +168,7 @@ class TestAdmin:
 
     def test_a_visitor_cannot_request_measurements(self, client, contributor):
         client.force_login(contributor)
-        response = client.get(reverse("admin:registry_rerunjob_measure"))
+        response = client.get(reverse("admin:reruns_rerunjob_measure"))
         assert response.status_code == 302
         assert RerunJob.objects.count() == 0
 

@@ -12,10 +12,11 @@ from django.core.management import CommandError, call_command
 from django.db.models import Q
 from django.urls import reverse
 
-from registry.models import BenchmarkRun, JobKind, RerunJob
+from registry.models import BenchmarkRun
 from registry.reruns import sweep
 from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_load
 from registry.reruns.judgement import SETTLE_MAX
+from registry.reruns.models import JobKind, RerunJob
 from registry.services.imports import BUNDLED_LIGER_CSV, liger_import
 
 pytestmark = pytest.mark.django_db
@@ -227,8 +228,8 @@ def test_the_status_command_reads_the_registry_and_refuses_what_it_cannot_answer
 
 
 def test_a_skipped_kernel_leaves_the_sweep_and_its_status(fused_moe_source, shipped_fused_moe):
-    """`--skip-kernel fused_moe`: a short sweep need not pay fused_moe's cold compile (the twelfth
-    session's second host measured the other kernels' 568 targets that way)."""
+    """`--skip-kernel fused_moe`: a short sweep need not pay fused_moe's cold compile (GPU-e0878895's host
+    measured the other kernels' 568 targets that way)."""
 
     def status_of(*flags):
         out = StringIO()
@@ -254,7 +255,7 @@ def test_the_status_of_an_empty_registry_says_what_to_load(db):
 
 def test_a_sweep_without_the_harness_refuses_before_it_sends_a_job(tmp_path, monkeypatch, fused_moe_source):
     """A host where `fetch_harness` has not run: every job would fail at once, each target twice
-    (the tenth session's first sweep did that to 852 targets). The command says what to run."""
+    (the first sweep on GPU-dc082f35, 2026-12-03, did that to 852 targets). The command says what to run."""
     monkeypatch.setenv("KERNELINDEX_HARNESS_DIR", str(tmp_path / "empty"))
 
     with pytest.raises(

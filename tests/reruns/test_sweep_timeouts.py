@@ -13,9 +13,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from registry.models import JobState, RerunJob, Workload
+from registry.models import Workload
 from registry.reruns import sweep
 from registry.reruns.harness.session import TIMED_OUT
+from registry.reruns.models import JobState, RerunJob
 from registry.reruns.sweep_timeouts import (
     OUT_OF_MEMORY,
     TIME_LIMIT,
@@ -151,7 +152,7 @@ def test_the_status_counts_the_targets_a_sweep_would_not_try(tmp_path, mta_sourc
 
 
 def test_a_job_past_the_limit_drops_what_it_covers_from_the_rest_of_the_sweep(mta_source):
-    """Session 11's sweep ran liger sparse multi-token attention's forward pass at L 1,024 to the
+    """The sweep on GPU-31441cc4 (2026-12-04) ran liger sparse multi-token attention's forward pass at L 1,024 to the
     360 s limit just after its backward pass had done so: the second job was already queued. Now
     the first timeout cancels the covered jobs not yet claimed and drops the covered targets not
     yet sent; a job a worker holds runs on, and other providers and smaller workloads go on."""
@@ -211,7 +212,7 @@ def test_a_file_from_before_the_cause_column_holds_timeouts(tmp_path, mta_source
 
 
 def test_a_target_out_of_memory_twice_is_recorded_and_drops_what_it_covers(mta_source):
-    """Session 14's sweep sent Hugging Face's ORPO full pass at B = 16 twice in each of two sweeps
+    """The sweep on GPU-dc22f303 (2026-12-04) sent Hugging Face's ORPO full pass at B = 16 twice in each of two sweeps
     (about 75 s of the card each time): it needs more memory than an H200 has. The second failure
     now records it, and drops the same pass's other metric from the rest of the sweep."""
     x = x_of(mta_source)

@@ -13,7 +13,7 @@ import pytest
 from django.core.management import call_command
 
 from attestations.models import IssueReport
-from registry.models import BenchmarkRun, EvidenceLevel, JobState, RerunJob
+from registry.models import BenchmarkRun, EvidenceLevel
 from registry.reruns import judgement, tasks
 from registry.reruns.controlled import (
     BUNDLED_CONTROLLED_DIR,
@@ -21,7 +21,7 @@ from registry.reruns.controlled import (
     controlled_runs_export,
     controlled_runs_load,
 )
-from registry.reruns.harness import stats
+from registry.reruns.models import JobState, RerunJob
 from registry.reruns.services import (
     job_claim,
     job_message,
@@ -30,7 +30,15 @@ from registry.reruns.services import (
     rerun_rejudge,
     rerun_request,
 )
-from tests.reruns.conftest import csv_import, geglu_measure_job, harness_result, row, spread_samples
+from registry.stats import intervals
+from tests.reruns.conftest import (
+    csv_import,
+    geglu_measure_job,
+    harness_result,
+    row,
+    spread_samples,
+    worker_key_for_tests,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -149,19 +157,24 @@ class TestControlledRunsOnSamples:
             harness_result(0.9009, samples=again, upstream={"median": 2.0, "p20": 2.0, "p80": 2.0}),
         )
 
-        point, low, high, how = stats.difference_interval(
-            stats.Side(samples=again), stats.Side(samples=measured)
-        )
-        assert "bootstrap" in how
+        # A cuda-v1 latency rerun on an H200 is judged by the verdict model (registry/stats/).
+        model = judgement.verdict_model_for("nvidia-h200")
+        key = job.sampling["verdict_model"]["verdict_class"]
+        params = model.parameters(key)
+        expected = intervals.difference(intervals.median_estimate(again), intervals.median_estimate(measured))
+        assert key == "latency|0.1–1 ms|below the power cap"
+        assert job.tolerance == pytest.approx(params.margin)
         assert (job.deviation, job.deviation_low, job.deviation_high) == (
-            pytest.approx(point),
-            pytest.approx(low),
-            pytest.approx(high),
+            pytest.approx(expected.point),
+            pytest.approx(expected.low),
+            pytest.approx(expected.high),
         )
         assert job.deviation == pytest.approx(0.001)
         assert job.deviation_low <= 0.001 <= job.deviation_high
         assert (job.state, job.verdict, job.sampling["basis"]) == (JobState.SUCCEEDED, "agrees", "samples")
-        assert "KernelIndex-protocol samples" in job.verdict_note
+        assert job.verdict_note.startswith(
+            f"Agrees: within the ±{params.margin:.1%} that two H200 cards differ on 0.1–1 ms ops below the power cap"
+        )
         assert "Rerun: 41 samples; recorded run: 41 samples" in job.verdict_note
         controlled_run.refresh_from_db()
         assert controlled_run.evidence_level == EvidenceLevel.REPRODUCED
@@ -309,11 +322,12 @@ class TestTheRerunAvoidsTheMeasuringCard:
         self, controlled_run, monkeypatch
     ):
         sent, recorded = [], []
+        worker_key_for_tests(gpu_slug="nvidia-h200", cards=(CARD_A, CARD_B))
         monkeypatch.setattr(tasks, "worker_gpu", lambda: ("nvidia-h200", CARD_A))
         monkeypatch.setattr(tasks, "AVOID_PAUSE_S", 0)
         monkeypatch.setattr(tasks.services, "job_send", lambda **kw: sent.append(kw))
         monkeypatch.setattr(tasks, "_harness_run", lambda job_id, claim: harness_result(0.9, gpu_uuid=CARD_A))
-        monkeypatch.setattr(tasks.job_record, "apply_async", lambda **kw: recorded.append(kw))
+        monkeypatch.setattr(tasks.job_report, "apply_async", lambda **kw: recorded.append(kw))
         job = rerun_request(run=controlled_run)
         message = job_message(job)
 
@@ -332,10 +346,11 @@ class TestTheRerunAvoidsTheMeasuringCard:
         assert len(recorded) == 1 and len(sent) == 1
 
     def test_another_cards_worker_runs_it_at_once(self, controlled_run, monkeypatch):
+        worker_key_for_tests(gpu_slug="nvidia-h200", cards=(CARD_A, CARD_B))
         monkeypatch.setattr(tasks, "worker_gpu", lambda: ("nvidia-h200", CARD_B))
         monkeypatch.setattr(tasks.services, "job_send", lambda **kw: pytest.fail("handed on"))
         monkeypatch.setattr(tasks, "_harness_run", lambda job_id, claim: harness_result(0.9, gpu_uuid=CARD_B))
-        monkeypatch.setattr(tasks.job_record, "apply_async", lambda **kw: None)
+        monkeypatch.setattr(tasks.job_report, "apply_async", lambda **kw: None)
         job = rerun_request(run=controlled_run)
 
         assert tasks.job_execute.apply(args=[job.pk], kwargs=job_message(job)).get() == "ok"
@@ -349,14 +364,14 @@ class TestJudgedAgain:
 
     @pytest.fixture
     def drifting(self, controlled_run):
-        """A rerun of `controlled_run` on card B whose samples, like the measurement's, drift
-        through the job: judged "agrees" by a bootstrap over single samples (as before batches),
-        "inconclusive" by today's."""
+        """A rerun of `controlled_run` on card B, 2% slower, whose samples, like the measurement's,
+        drift through the job: stored as "agrees" (as an interval over single samples had it),
+        "inconclusive" under today's rule (the drift between blocks crosses the class's margin)."""
         drift = list(np.linspace(1.03, 0.97, 100))
         measure = controlled_run.measured_by_jobs.get()
         RerunJob.objects.filter(pk=measure.pk).update(samples=[0.9 * d for d in drift])
         job = rerun(
-            controlled_run, harness_result(0.909, samples=[0.909 * d for d in drift], gpu_uuid=CARD_B)
+            controlled_run, harness_result(0.918, samples=[0.918 * d for d in drift], gpu_uuid=CARD_B)
         )
         assert job.verdict == "inconclusive"
         RerunJob.objects.filter(pk=job.pk).update(
@@ -373,7 +388,7 @@ class TestJudgedAgain:
         drifting.refresh_from_db()
         controlled_run.refresh_from_db()
         assert (drifting.verdict, drifting.state) == ("inconclusive", JobState.SUCCEEDED)
-        assert drifting.deviation_low < 0 and drifting.deviation_high > 0.02
+        assert drifting.deviation_low < 0.02 < drifting.deviation_high
         (earlier,) = drifting.sampling["earlier_judgements"]
         assert (earlier["verdict"], earlier["deviation_high"], earlier["verdict_note"]) == (
             "agrees",
@@ -381,7 +396,7 @@ class TestJudgedAgain:
             "judged before batches",
         )
         assert controlled_run.evidence_level == EvidenceLevel.MEASURED
-        assert drifting.samples == [0.909 * d for d in np.linspace(1.03, 0.97, 100)]  # measurements untouched
+        assert drifting.samples == [0.918 * d for d in np.linspace(1.03, 0.97, 100)]  # measurements untouched
 
     def test_judging_again_twice_changes_nothing_the_second_time(self, drifting):
         rerun_rejudge(job_id=drifting.pk)

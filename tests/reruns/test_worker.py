@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from registry.models import BenchmarkRun, JobState, Kernel, RerunJob
+from registry.models import BenchmarkRun, Kernel
+from registry.reruns.models import JobState, RerunJob
 from registry.reruns.services import job_send, measure_request, rerun_request
 from tests.reruns.worker import Worker, broker_clear, broker_is_redis, queue_length
 

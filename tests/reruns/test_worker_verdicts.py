@@ -9,9 +9,10 @@ tolerance → `inconclusive`, whatever the machine measures."""
 import pytest
 
 from attestations.models import IssueReport
-from registry.models import BenchmarkRun, EvidenceLevel, JobState, Kernel, RerunJob
-from registry.reruns.harness import stats
+from registry.models import BenchmarkRun, EvidenceLevel, Kernel
+from registry.reruns.models import JobState, RerunJob
 from registry.reruns.services import measure_request, rerun_request
+from registry.stats import medians as stats
 from tests.reruns.conftest import csv_import, row
 from tests.reruns.worker import Worker, broker_clear, broker_is_filesystem, broker_is_redis
 

@@ -51,6 +51,12 @@ def _broker_messages(queue: str = "") -> list[Path]:
     return [path for folder in folders for path in Path(folder).glob(f"*.{queue or '*'}.msg")]
 
 
+def broker_key(name: str) -> str:
+    """A broker key as kombu names it in Redis: under this worker's prefix (tests/settings.py
+    gives each xdist worker one; none without xdist)."""
+    return settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("global_keyprefix", "") + name
+
+
 def redis_client():
     import redis
 
@@ -58,14 +64,17 @@ def redis_client():
 
 
 def broker_clear() -> None:
-    """Forget every message a previous test left: queues and kombu's unacked bookkeeping."""
+    """Forget every message a previous test left: queues and kombu's unacked bookkeeping (this
+    worker's keys only)."""
     if broker_is_filesystem():
         for path in _broker_messages():
             path.unlink(missing_ok=True)
         return
     client = redis_client()
-    keys = [*client.scan_iter(match="gpu.*"), *client.scan_iter(match="default*")]
-    keys += [k for k in ("unacked", "unacked_index", "unacked_mutex") if client.exists(k)]
+    keys = [*client.scan_iter(match=broker_key("gpu.*")), *client.scan_iter(match=broker_key("default*"))]
+    keys += [
+        broker_key(k) for k in ("unacked", "unacked_index", "unacked_mutex") if client.exists(broker_key(k))
+    ]
     if keys:
         client.delete(*keys)
 
@@ -73,7 +82,7 @@ def broker_clear() -> None:
 def queue_length(name: str) -> int:
     if broker_is_filesystem():
         return len(_broker_messages(name))
-    return redis_client().llen(name)
+    return redis_client().llen(broker_key(name))
 
 
 class Worker:

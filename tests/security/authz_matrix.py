@@ -110,20 +110,26 @@ ROWS = [
     Row('admin/socialaccount/socialaccount/<path:object_id>/delete/', path='admin/socialaccount/socialaccount/{socialaccount.socialaccount}/delete/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
     Row('admin/socialaccount/socialaccount/<path:object_id>/change/', path='admin/socialaccount/socialaccount/{socialaccount.socialaccount}/change/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
     Row('admin/socialaccount/socialaccount/<path:object_id>/', path='admin/socialaccount/socialaccount/{socialaccount.socialaccount}/', GET="302 302 302 302 302 302", POST="302 302 302 302 302 302"),
-    Row('admin/registry/rerunjob/measure/', GET="302 302 302 200 302 302", POST="302 302 302 200 302 302"),
-    Row('admin/registry/rerunjob/', GET="302 302 302 200 302 302", POST="302 302 302 200 302 302"),
-    Row('admin/registry/rerunjob/add/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
-    Row('admin/registry/rerunjob/<path:object_id>/history/', path='admin/registry/rerunjob/{registry.rerunjob}/history/', GET="302 302 302 200 302 302", POST="302 302 302 200 302 302"),
-    Row('admin/registry/rerunjob/<path:object_id>/delete/', path='admin/registry/rerunjob/{registry.rerunjob}/delete/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
-    Row('admin/registry/rerunjob/<path:object_id>/change/', path='admin/registry/rerunjob/{registry.rerunjob}/change/', GET="302 302 302 200 302 302", POST="302 302 302 403 302 302"),
-    Row('admin/registry/rerunjob/<path:object_id>/', path='admin/registry/rerunjob/{registry.rerunjob}/', GET="302 302 302 302 302 302", POST="302 302 302 302 302 302"),
+    Row('admin/reruns/rerunjob/measure/', GET="302 302 302 200 302 302", POST="302 302 302 200 302 302"),
+    Row('admin/reruns/rerunjob/', GET="302 302 302 200 302 302", POST="302 302 302 200 302 302"),
+    Row('admin/reruns/rerunjob/add/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/reruns/rerunjob/<path:object_id>/history/', path='admin/reruns/rerunjob/{reruns.rerunjob}/history/', GET="302 302 302 200 302 302", POST="302 302 302 200 302 302"),
+    Row('admin/reruns/rerunjob/<path:object_id>/delete/', path='admin/reruns/rerunjob/{reruns.rerunjob}/delete/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/reruns/rerunjob/<path:object_id>/change/', path='admin/reruns/rerunjob/{reruns.rerunjob}/change/', GET="302 302 302 200 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/reruns/rerunjob/<path:object_id>/', path='admin/reruns/rerunjob/{reruns.rerunjob}/', GET="302 302 302 302 302 302", POST="302 302 302 302 302 302"),
     # Measured ceilings: superusers only, read-only (a ceilings job writes them, never the admin).
-    Row('admin/registry/measuredceiling/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
-    Row('admin/registry/measuredceiling/add/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
-    Row('admin/registry/measuredceiling/<path:object_id>/history/', path='admin/registry/measuredceiling/{registry.measuredceiling}/history/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
-    Row('admin/registry/measuredceiling/<path:object_id>/delete/', path='admin/registry/measuredceiling/{registry.measuredceiling}/delete/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
-    Row('admin/registry/measuredceiling/<path:object_id>/change/', path='admin/registry/measuredceiling/{registry.measuredceiling}/change/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
-    Row('admin/registry/measuredceiling/<path:object_id>/', path='admin/registry/measuredceiling/{registry.measuredceiling}/', GET="302 302 302 302 302 302", POST="302 302 302 302 302 302"),
+    Row('admin/reruns/measuredceiling/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/reruns/measuredceiling/add/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/reruns/measuredceiling/<path:object_id>/history/', path='admin/reruns/measuredceiling/{reruns.measuredceiling}/history/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/reruns/measuredceiling/<path:object_id>/delete/', path='admin/reruns/measuredceiling/{reruns.measuredceiling}/delete/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/reruns/measuredceiling/<path:object_id>/change/', path='admin/reruns/measuredceiling/{reruns.measuredceiling}/change/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/reruns/measuredceiling/<path:object_id>/', path='admin/reruns/measuredceiling/{reruns.measuredceiling}/', GET="302 302 302 302 302 302", POST="302 302 302 302 302 302"),
+    Row('admin/reruns/workerkey/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/reruns/workerkey/add/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/reruns/workerkey/<path:object_id>/history/', path='admin/reruns/workerkey/{reruns.workerkey}/history/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/reruns/workerkey/<path:object_id>/delete/', path='admin/reruns/workerkey/{reruns.workerkey}/delete/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/reruns/workerkey/<path:object_id>/change/', path='admin/reruns/workerkey/{reruns.workerkey}/change/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
+    Row('admin/reruns/workerkey/<path:object_id>/', path='admin/reruns/workerkey/{reruns.workerkey}/', GET="302 302 302 302 302 302", POST="302 302 302 302 302 302"),
     Row('admin/registry/source/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
     Row('admin/registry/source/add/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
     Row('admin/registry/source/<path:object_id>/history/', path='admin/registry/source/{registry.source}/history/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
@@ -192,7 +198,7 @@ ROWS = [
     Row('admin/attestations/auditentry/<path:object_id>/delete/', path='admin/attestations/auditentry/{attestations.auditentry}/delete/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
     Row('admin/attestations/auditentry/<path:object_id>/change/', path='admin/attestations/auditentry/{attestations.auditentry}/change/', GET="302 302 302 200 302 302", POST="302 302 302 403 302 302"),
     Row('admin/attestations/auditentry/<path:object_id>/', path='admin/attestations/auditentry/{attestations.auditentry}/', GET="302 302 302 302 302 302", POST="302 302 302 302 302 302"),
-    Row('admin/(?P<app_label>auth|sites|authtoken|account|socialaccount|registry|attestations)/$', path='admin/attestations/', GET="302 302 302 200 302 302", POST="302 302 302 200 302 302"),
+    Row('admin/(?P<app_label>auth|sites|authtoken|account|socialaccount|registry|reruns|attestations)/$', path='admin/attestations/', GET="302 302 302 200 302 302", POST="302 302 302 200 302 302"),
     Row('admin/(?P<url>.*)$', path='admin/no-such-page/', GET="302 302 302 404 302 302", POST="302 302 302 404 302 302"),
 
     # allauth. The worker token and the revoked user's session count for nothing: visitors.
@@ -228,6 +234,8 @@ ROWS = [
     Row('api/docs/', GET="200 200 200 200 200 403", POST="405 405 405 405 405 403", PUT="405 405 405 405 405 403", PATCH="405 405 405 405 405 403", DELETE="405 405 405 405 405 403"),
     Row('api/v1/export/runs.csv', GET="200 200 200 200 200 403", POST="403 405 405 405 405 403", PUT="403 405 405 405 405 403", PATCH="403 405 405 405 405 403", DELETE="403 405 405 405 405 403"),
     Row('api/v1/export/runs.jsonl', GET="200 200 200 200 200 403", POST="403 405 405 405 405 403", PUT="403 405 405 405 405 403", PATCH="403 405 405 405 405 403", DELETE="403 405 405 405 405 403"),
+    # The fleet's cards and their offsets: public and read-only, like the runs.
+    Row('api/v1/fleet/', GET="200 200 200 200 200 403", POST="403 405 405 405 405 403", PUT="403 405 405 405 405 403", PATCH="403 405 405 405 405 403", DELETE="403 405 405 405 405 403"),
     Row('api/v1/runs/$', path='api/v1/runs/', GET="200 200 200 200 200 403", POST="403 405 405 405 405 403", PUT="403 405 405 405 405 403", PATCH="403 405 405 405 405 403", DELETE="403 405 405 405 405 403"),
     Row('api/v1/runs\\.(?P<format>[a-z0-9]+)/?$', path='api/v1/runs.json', GET="200 200 200 200 200 403", POST="403 405 405 405 405 403", PUT="403 405 405 405 405 403", PATCH="403 405 405 405 405 403", DELETE="403 405 405 405 405 403"),
     Row('api/v1/runs/(?P<pk>[0-9]{1,18})/$', path='api/v1/runs/{run}/', GET="200 200 200 200 200 403", POST="403 405 405 405 405 403", PUT="403 405 405 405 405 403", PATCH="403 405 405 405 405 403", DELETE="403 405 405 405 405 403"),
@@ -307,6 +315,12 @@ ROWS = [
     Row('search/', GET="200 200 200 200 200 200", POST="405 405 405 405 405 405"),
     Row('changes/', GET="200 200 200 200 200 200", POST="405 405 405 405 405 405"),
     Row('changes/regressions.atom', GET="200 200 200 200 200 200", POST="405 405 405 405 405 405"),
+    # The glossary and KernelIndex's cards are public, read-only pages. The matrix's world has no
+    # finished controlled job, so a card page is asked for a card the fleet does not hold: 404 for
+    # every role alike, never a login, a 403 or a 500.
+    Row('glossary/', GET="200 200 200 200 200 200", POST="405 405 405 405 405 405"),
+    Row('fleet/', GET="200 200 200 200 200 200", POST="405 405 405 405 405 405"),
+    Row('fleet/<card:prefix>/', path='fleet/GPU-0000abcd/', GET="404 404 404 404 404 404", POST="405 405 405 405 405 405"),
 ]
 # fmt: on
 

@@ -25,7 +25,8 @@ from rest_framework.authtoken.models import Token
 
 from attestations import services as attestation_services
 from attestations.models import IssueReport
-from registry.models import BenchmarkRun, MeasuredCeiling, RerunJob, SourceSync
+from registry.models import BenchmarkRun, SourceSync
+from registry.reruns.models import MeasuredCeiling, RerunJob, WorkerKey
 from registry.reruns.services import rerun_request
 from registry.services import liger_import
 from tests.attestations.conftest import (  # noqa: F401 (autouse fixtures, shared with the attestations tests)
@@ -115,6 +116,7 @@ def build_world(tmp_path) -> World:
         bf16_tflops=710.0,
         document={"format": "kernelindex-ceilings/v1"},
     )
+    WorkerKey.objects.create(name="h200-matrix", gpu_slug="nvidia-h200", public_key="A" * 43 + "=", cards=[])
     get_user_model().objects.filter(pk=users["revoked"].pk).update(is_active=False)
     users["revoked"].refresh_from_db()
     return World(

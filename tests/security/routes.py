@@ -12,7 +12,8 @@ from django.db import transaction
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from attestations.models import AuditEntry
-from registry.models import BenchmarkRun, MeasuredCeiling, SourceImport, SourceSync
+from registry.models import BenchmarkRun, SourceImport, SourceSync
+from registry.reruns.models import MeasuredCeiling, WorkerKey
 from tests.security.conftest import ROLES
 
 API_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
@@ -94,10 +95,11 @@ def path_values(world) -> dict:
         "socialaccount.socialapp": SocialApp.objects.get().pk,
         "socialaccount.socialtoken": SocialToken.objects.get().pk,
         "socialaccount.socialaccount": SocialAccount.objects.get().pk,
-        "registry.rerunjob": world.job.pk,
+        "reruns.rerunjob": world.job.pk,
         "registry.source": run.source_id,
         "registry.sourcesync": SourceSync.objects.get().pk,
-        "registry.measuredceiling": MeasuredCeiling.objects.get().pk,
+        "reruns.measuredceiling": MeasuredCeiling.objects.get().pk,
+        "reruns.workerkey": WorkerKey.objects.get().pk,
         "registry.sourceimport": SourceImport.objects.first().pk,
         "registry.kernel": run.kernel_id,
         "registry.implementation": run.implementation_id,

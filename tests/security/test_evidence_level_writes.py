@@ -5,7 +5,8 @@ import pytest
 from django.urls import reverse
 
 from attestations.models import Attestation
-from registry.models import BenchmarkRun, EvidenceLevel, JobState, RerunJob
+from registry.models import BenchmarkRun, EvidenceLevel
+from registry.reruns.models import JobState, RerunJob
 from registry.reruns.services import job_claim, rerun_record_result, rerun_request
 from tests.reruns.conftest import harness_result
 from tests.security.conftest import ROLES
@@ -77,7 +78,7 @@ class TestTheAdminCannotWriteIt:
 
     def test_the_job_admin_cannot_change_a_job(self, client, superuser, world):
         client.force_login(superuser)
-        url = reverse("admin:registry_rerunjob_change", args=[world.job.pk])
+        url = reverse("admin:reruns_rerunjob_change", args=[world.job.pk])
         client.post(url, {"state": JobState.SUCCEEDED, "median": "1.0", **FORGED})
         world.job.refresh_from_db()
         assert world.job.state == JobState.QUEUED

@@ -10,7 +10,7 @@ from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
 
-from registry.models import JobState, RerunJob
+from registry.reruns.models import JobState, RerunJob
 from tests.conftest import PASSWORD
 
 pytestmark = pytest.mark.django_db
@@ -169,7 +169,7 @@ class TestRerunRequestThrottle:
 
     def test_the_measure_form_counts_too(self, world, settings, rerun_moderator):
         settings.RERUN_REQUEST_LIMITS = {"user": "1/h"}
-        url = reverse("admin:registry_rerunjob_measure")
+        url = reverse("admin:reruns_rerunjob_measure")
         form = {
             "kernel": world.run.kernel_id,
             "providers": ["huggingface"],

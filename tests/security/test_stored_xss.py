@@ -19,7 +19,7 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
 from attestations import services
-from registry.models import JobState, RerunJob
+from registry.reruns.models import JobState, RerunJob
 from registry.reruns.services import rerun_request
 
 pytestmark = pytest.mark.django_db
@@ -175,7 +175,7 @@ class TestTheAdmin:
             ("admin:attestations_attestation_changelist", ("xss-user", "xss-gpu")),
             ("admin:attestations_issuereport_changelist", ("xss-user",)),
             ("admin:attestations_auditentry_changelist", ("xss-user", "xss-reason", "xss-resolution")),
-            ("admin:registry_rerunjob_changelist", ()),
+            ("admin:reruns_rerunjob_changelist", ()),
         ],
     )
     def test_change_lists(self, client, world, hostile, name, markers):

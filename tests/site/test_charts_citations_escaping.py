@@ -31,7 +31,7 @@ class TestCharts:
             assert [s.label for s in panel.series] == ["huggingface", "liger"]
             assert len({s.color for s in panel.series}) == 2
 
-    def test_svg_has_a_band_a_line_and_a_linked_point_per_run(self, import_rows):
+    def test_svg_has_a_band_a_line_and_a_point_per_run_linked_from_its_table(self, import_rows):
         import_rows(liger_rows(xs=(1024, 2048, 4096, 8192), modes=("backward",)))
         panel = charts.panels_build(selectors.chart_points(BenchmarkRun.objects.all()))[0][0]
         svg = str(panel.svg)
@@ -39,7 +39,9 @@ class TestCharts:
         assert svg.count('class="series-line"') == 2
         assert svg.count('<g class="point">') == 8
         for run in BenchmarkRun.objects.all():
-            assert f'href="{run.get_absolute_url()}"' in svg
+            assert f'href="{run.get_absolute_url()}"' in str(panel.table_body)
+        # One keyboard stop: the region is focusable, nothing inside the picture is.
+        assert svg.startswith('<div class="chart-region" tabindex="0"') and "<a " not in svg
         assert 'role="img"' in svg and 'aria-labelledby="' in svg
         assert "liger: 11.24 ms at 1024 to 82.92 ms at 8192" in panel.description
 

@@ -10,8 +10,9 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from registry import charts, selectors
-from registry.models import BenchmarkRun, EvidenceLevel, Kernel, RerunJob
+from registry.models import BenchmarkRun, EvidenceLevel, Kernel
 from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_load
+from registry.reruns.models import RerunJob
 from registry.sampleplot import MAX_SAMPLE_MARKS
 from tests.site.conftest import liger_rows
 
@@ -295,7 +296,7 @@ class TestVerdicts:
         data = client.get(reverse("run-detail", args=[run.pk])).json()
 
         assert section.count('data-notice="serial"') == 1
-        assert "lag-1 autocorrelation 1.00" in section
+        assert "lag-1 autocorrelation</a> 1.00" in section
         assert data["measurement"]["serial_correlation"] == pytest.approx(1.0)
         assert data["reruns"][0]["serial_correlation"] < 0.3
 
@@ -540,7 +541,9 @@ class TestShippedControlledRuns:
             reverse("registry:kernel-detail", args=["geglu"]) + "?gpu=nvidia-h200"
         ).content.decode()
 
-        drawn = {int(pk) for pk in re.findall(r'<a href="/runs/(\d+)/"><g class="point">', html)}
+        # Each drawn point's run is linked from its panel's data table (the chart holds no link).
+        tables = "".join(re.findall(r"<details><summary>Data table</summary>.*?</details>", html, re.S))
+        drawn = {int(pk) for pk in re.findall(r'<a href="/runs/(\d+)/">', tables)}
         newest = {}
         for pk, key, provider in geglu.current().values_list(
             "pk", "comparison_key", "implementation__provider"

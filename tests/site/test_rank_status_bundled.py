@@ -15,7 +15,7 @@ from registry.reruns.controlled import (
     controlled_files,
     controlled_runs_load,
 )
-from registry.reruns.harness import stats
+from registry.stats import medians as stats
 from tests.site.test_reference_record_pages import REFERENCE_ID, text_of
 
 ONE_CALL_EACH = (

@@ -6,10 +6,11 @@ import pytest
 from django.urls import reverse
 
 from registry import rank_status
-from registry.models import BenchmarkRun, JobKind, Metric, RerunJob
+from registry.models import BenchmarkRun, Metric
 from registry.rank_status import IntervalBasis, RankStatus
 from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_load
-from registry.reruns.harness import stats
+from registry.reruns.models import JobKind, RerunJob
+from registry.stats import medians as stats
 from tests.site.conftest import liger_rows
 from tests.site.test_reference_record_pages import text_of
 

@@ -158,7 +158,7 @@ class TestCompareWithTheBest:
         assert response.status_code == 200
         text = text_of(response)
         assert "144.21 ms" in text and "141.29 ms" in text
-        assert "B relative to A -2.0%" in text
+        assert "Change of the median from A to B -2.0%" in text
         assert "Ratio B / A 0.980" in text
         assert "Comparable." in text
         assert "Not comparable" not in text

@@ -1,15 +1,15 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from registry.importers.history import HistoryError
 from registry.services import ImportRejected
 from registry.services.history import liger_history_import
+from registry.sources.liger.history import HistoryError
 
 
 class Command(BaseCommand):
     help = (
         "Import every version of Liger-Kernel's benchmark/data/all_benchmark_data.csv, oldest first: "
         "PATH is a git clone of Liger-Kernel, or a folder with INDEX.tsv and one CSV per version "
-        "(registry/data/liger-kernel/history/). Each version is imported whole or not at all; "
+        "(registry/sources/liger/data/history/). Each version is imported whole or not at all; "
         "versions already imported are skipped."
     )
 
@@ -20,5 +20,5 @@ class Command(BaseCommand):
         try:
             summary = liger_history_import(path=path)
         except (HistoryError, ImportRejected) as exc:
-            raise CommandError(f"{exc} (versions before it are imported; run again to resume)") from None
+            raise CommandError(str(exc)) from None  # it says what was imported and whether to run again
         self.stdout.write(self.style.SUCCESS(str(summary)))

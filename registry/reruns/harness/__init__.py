@@ -2,28 +2,33 @@
 
     from registry.reruns.harness import run_job_spec, local_gpu_slug
 
-`run_job_spec(spec, timeout_s=...)` never raises for a harness failure: a crash, time-out, CUDA
+`run_job_spec(spec, timeout_s=..., timing=...)` never raises for a harness failure: a crash, time-out, CUDA
 error or out-of-memory comes back as status "failed" with the log; a kernel it cannot map or a
-bad parameter as status "refused" with the reason. Importing this package imports neither torch
-nor Django settings; the web tier can import it.
+bad parameter as status "refused" with the reason. The package imports neither torch nor Django
+(tests/harness/test_no_django.py): the protocol's settings come in as arguments (`timing`, the
+site's settings.CONTROLLED_TIMING), so the kit ships exactly these modules.
 """
 
 import functools
 import subprocess
 import sys
 
-from django.conf import settings
-from django.utils.text import slugify
-
-from registry.importers.catalog import LIGER_REPOSITORY
-from registry.reruns.harness.cache import LIGER_KERNEL_VERSION, HarnessMissing, harness_ready
+from registry.reruns.harness.job_result import ANSWER_FIELDS, JobResult
 from registry.reruns.harness.kernels import KERNELS
 from registry.reruns.harness.session import session_run
-from registry.reruns.harness.spec import Refused, plan_for
+from registry.reruns.harness.spec import Refused, gpu_slug, plan_for
+from registry.reruns.harness.timing import DEFAULT_SETTINGS
+from registry.reruns.harness.upstream import (
+    LIGER_KERNEL_VERSION,
+    LIGER_REPOSITORY,
+    HarnessMissing,
+    harness_ready,
+)
 
 __all__ = [
     "KERNELS",
     "LIGER_KERNEL_VERSION",
+    "gpu_slug",
     "local_gpu",
     "local_gpu_slug",
     "local_gpus",
@@ -31,19 +36,6 @@ __all__ = [
     "run_job_spec",
 ]
 
-# What a harness answer carries into the job's result, beside status, log and protocol.
-RESULT_FIELDS = (
-    "median",
-    "p20",
-    "p80",
-    "unit",
-    "samples",
-    "environment",
-    "upstream",
-    "gpu_uuid",
-    "gpu_state",
-    "timed_out",  # a failed job: it ran past its time limit (session.HarnessTimeout)
-)
 # v2: peaks read from a reset allocator (timing.memory_state_reset). The peaks of the first
 # family, "kernelindex/liger-peak-memory", counted the cuBLAS workspaces of whatever job had run
 # before in the same process (docs/protocol.md, "Memory").
@@ -54,7 +46,7 @@ COMPARABILITY = (
 )
 
 
-def run_job_spec(spec: dict, *, timeout_s: float) -> dict:
+def run_job_spec(spec: dict, *, timeout_s: float, timing: dict = DEFAULT_SETTINGS) -> dict:
     try:
         plan = plan_for(spec)
     except Refused as exc:
@@ -63,7 +55,7 @@ def run_job_spec(spec: dict, *, timeout_s: float) -> dict:
         root = harness_ready()
     except HarnessMissing as exc:
         return _result("failed", error=str(exc))
-    plan["protocol"] = dict(settings.CONTROLLED_TIMING)
+    plan["protocol"] = dict(timing)
     answer = session_run(plan, root=root, timeout_s=timeout_s)
     if answer.get("environment"):
         answer["environment"]["gpu_slug"] = gpu_slug(answer["environment"].get("gpu_name", ""))
@@ -71,8 +63,8 @@ def run_job_spec(spec: dict, *, timeout_s: float) -> dict:
         answer["status"],
         error=answer.get("error", ""),
         log=answer.get("log", ""),
-        protocol=protocol_for(device=plan["device"], metric=plan["metric"]),
-        **{k: answer[k] for k in RESULT_FIELDS if k in answer},
+        protocol=protocol_for(device=plan["device"], metric=plan["metric"], timing=timing),
+        **{k: answer[k] for k in ANSWER_FIELDS if k in answer},
         sampling=answer.get("measured", {}),
     )
 
@@ -110,11 +102,7 @@ def local_gpu_slug() -> str:
     return local_gpu()[0]
 
 
-def gpu_slug(gpu_name: str) -> str:
-    return slugify(gpu_name) if gpu_name and gpu_name != "CPU" else "cpu"
-
-
-def protocol_for(*, device: str, metric: str) -> dict:
+def protocol_for(*, device: str, metric: str, timing: dict = DEFAULT_SETTINGS) -> dict:
     """The protocol of a controlled run, its one description: the worker reports it with its
     result, and the recorder makes it the measured run's protocol spec. The same for every job of
     one device kind and metric, so that its digest names it. What varies per job (when sampling
@@ -141,7 +129,6 @@ def protocol_for(*, device: str, metric: str) -> dict:
             "notes": "Peak max_memory_allocated() over 10 runs of the upstream pass, in MiB "
             "(labelled MB as upstream does). " + COMPARABILITY,
         }
-    timing = settings.CONTROLLED_TIMING
     stopping = {
         "minSamples": timing["min_samples"],
         "confidence": timing["confidence"],
@@ -156,7 +143,7 @@ def protocol_for(*, device: str, metric: str) -> dict:
             "name": "kernelindex-cpu-v1",
             "timer": "CPU wall clock (time.perf_counter), one call per sample",
             "comparabilityFamily": "kernelindex/cpu-v1",
-            "stopping": stopping,
+            "stopping": {**stopping, "blocks": timing["blocks"]},
             "notes": "The upstream setup and pass on the CPU, for the plain-PyTorch providers, "
             "sampled by KernelIndex's loop (docs/protocol.md). Not comparable with any GPU "
             "timing. " + COMPARABILITY,
@@ -166,28 +153,12 @@ def protocol_for(*, device: str, metric: str) -> dict:
         "name": "kernelindex-cuda-v1",
         "timer": "CUDA events, one call per sample, the L2 cache flushed before each",
         "comparabilityFamily": "kernelindex/cuda-v1",
-        "stopping": {**stopping, "l2FlushFactor": timing["flush_factor"]},
+        "stopping": {**stopping, "l2FlushFactor": timing["flush_factor"], "blocks": timing["blocks"]},
         "notes": "The upstream setup and the callable upstream hands to do_bench, sampled by "
         "KernelIndex's loop (docs/protocol.md): each sample one call timed with CUDA events after "
         "a write of twice the L2 cache. Upstream's own do_bench figure is kept beside it. " + COMPARABILITY,
     }
 
 
-def _result(status, *, error="", log="", **fields) -> dict:
-    result = {
-        "status": status,
-        "median": None,
-        "p20": None,
-        "p80": None,
-        "unit": None,
-        "samples": [],
-        "environment": {},
-        "protocol": {},
-        "log": log,
-        "error": error,
-        "timed_out": False,  # ran past its time limit and was killed (registry.models.RerunJob)
-    }
-    result.update(fields)
-    if status != "ok":
-        result.update(median=None, p20=None, p80=None)
-    return result
+def _result(status, **fields) -> dict:
+    return JobResult(status, **fields).as_wire()

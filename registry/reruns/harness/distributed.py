@@ -337,7 +337,12 @@ def _paths(root: Path) -> None:
 
 
 def _load_sibling(name):
-    spec = importlib.util.spec_from_file_location(f"kernelindex_{name}", HERE / f"{name}.py")
+    path = HERE / f"{name}.py"
+    if name == "stats" and not path.exists():
+        # The statistics are the web side's too: in the repository they live in
+        # registry/stats/medians.py; the kit ships them here as stats.py (kit/build.py).
+        path = HERE.parents[1] / "stats" / "medians.py"
+    spec = importlib.util.spec_from_file_location(f"kernelindex_{name}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -1,7 +1,7 @@
 """Which upstream benchmark function measures which kernel, and how a stored workload feeds it.
 
 Every entry was read off liger-kernel's benchmark scripts at the pinned version (see
-`cache.LIGER_KERNEL_VERSION`). A kernel that is not here is refused, never guessed.
+`upstream.LIGER_KERNEL_VERSION`). A kernel that is not here is refused, never guessed.
 
 Upstream renamed configuration keys and changed what the swept `x` means in several scripts
 after the bundled data was recorded (e.g. rms_norm once swept the hidden size `H` over `M` rows;
@@ -478,7 +478,7 @@ UNMAPPED = {
 
 def refusal_reasons() -> dict[str, list[str]]:
     """Every reason the harness refuses a bundled kernel, or a part of one, by kernel: the one
-    list for the run page and the README."""
+    list for the run page and `docs/gpu-hosts.md`."""
     reasons = {kernel: [reason] for kernel, reason in UNMAPPED.items()}
     for kernel, mapping in KERNELS.items():
         for refusal in mapping.refusals:

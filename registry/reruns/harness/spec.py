@@ -6,14 +6,28 @@ value is checked for type and range, and the plan carries only plain data.
 
 import math
 import re
+import unicodedata
 
-from registry.importers import catalog
 from registry.reruns.harness.kernels import CPU_PROVIDERS, KERNELS, UNMAPPED, Unmappable, upstream_warmup_for
 
 MODES = ("forward", "backward", "full")
 METRICS = ("latency", "memory")
 DEVICES = ("cpu", "cuda")
-DTYPES = tuple(catalog.DTYPES)  # the torch dtype names the importer knows
+# The torch dtype names a spec may name: those the Liger importer knows (registry/sources/liger/
+# catalog.py; tests/harness/test_no_django.py keeps the two equal). Stated here, so that the
+# harness, which the kit ships, imports nothing of the importer.
+DTYPES = (
+    "torch.bfloat16",
+    "torch.float16",
+    "torch.half",
+    "torch.float32",
+    "torch.float",
+    "torch.float64",
+    "torch.float8_e4m3fn",
+    "torch.float8_e5m2",
+    "torch.int64",
+    "torch.int32",
+)
 NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 MAX_CONFIG_KEYS = 32
 MAX_NUMBER = 2**40
@@ -145,3 +159,14 @@ def _config_value(key, value):
             raise Refused(f"config[{key!r}] = {value!r} is not a dtype the harness accepts")
         return value
     raise Refused(f"config[{key!r}] must be a number, a boolean, null or a plain name, not {value!r}")
+
+
+def gpu_slug(gpu_name: str) -> str:
+    """A GPU model's slug, as the importer makes it ("NVIDIA A100-SXM4-80GB" ->
+    "nvidia-a100-sxm4-80gb"): the same rule as Django's slugify, written here so that the harness
+    and the kit need no Django (tests hold it equal to slugify); "cpu" for no GPU."""
+    if not gpu_name or gpu_name == "CPU":
+        return "cpu"
+    text = unicodedata.normalize("NFKD", gpu_name).encode("ascii", "ignore").decode("ascii")
+    text = re.sub(r"[^\w\s-]", "", text.lower())
+    return re.sub(r"[-\s]+", "-", text).strip("-_")

@@ -15,10 +15,19 @@ The work timed is upstream's: the callable that liger-kernel's benchmark code ha
 - stop on precision: once there are `min_samples`, every `check_every` samples, when the
   distribution-free `confidence` interval of the median lies within ±`precision` of the median;
   or when `budget_s` of sampling has passed, whichever comes first (the result says which).
+
+A latency measurement is sampled in `blocks` (at least MIN_BLOCKS) independent blocks
+(`block_settings`, `blocks_combine`): each block runs upstream's setup again (fresh inputs), after
+the allocator's cache is emptied, and warms up again, so that what stays fixed inside one block
+(where the allocator put the inputs, the clocks the card settled at) varies between blocks and the
+interval of the median can carry that variance (registry/stats). Each sample keeps its block id
+(`sample_blocks`). While a block is timed, `NvmlSampler` reads the card's SM clock, power,
+temperature and clock-event reasons at SAMPLER_HZ in a thread, and the block keeps their ranges.
 """
 
 import math
 import statistics
+import threading
 import time
 
 # NVML's clock-event (throttle) reasons, by bit. "Throttled" = any that slows the clocks down.
@@ -45,13 +54,40 @@ SLOWDOWNS = {
 # upper bound to queue gets a spin that may not cover it.
 LEAD_MIN_S, LEAD_MAX_S, NOMINAL_HZ = 50e-6, 20e-3, 2e9
 LEAD_CAP_CYCLES = int(LEAD_MAX_S * NOMINAL_HZ)
+# The protocol's sampling settings, defined once (docs/protocol.md): sample until the 99% interval
+# of the median is within ±0.5% of it, with at least 30 samples, for at most `budget_s` seconds.
+# The site's settings.CONTROLLED_TIMING is these with the budget from the environment; the worker
+# passes that to run_job_spec, the recorder and the kit to protocol_for.
+DEFAULT_SETTINGS = {
+    "budget_s": 3.0,
+    "min_samples": 30,
+    "max_samples": 100_000,
+    "precision": 0.005,
+    "confidence": 0.99,
+    "check_every": 10,
+    "warmup_ms": 25.0,
+    "warmup_calls": 3,
+    "flush_factor": 2.0,
+    # Independent blocks of a latency measurement (at least MIN_BLOCKS): each with upstream's setup
+    # run again, the allocator's cache emptied and its own warm-up.
+    "blocks": 3,
+}
 CUDA_PROTOCOL = "kernelindex-cuda-v1"
 CPU_PROTOCOL = "kernelindex-cpu-v1"
 
 
-def sample(torch, fn, *, grad_to_none, settings: dict, device: str, precision_of) -> dict:
-    """Time `fn` under the protocol; `precision_of(samples)` is the relative half-width of the
-    median's interval (stats.relative_precision at settings["confidence"])."""
+MIN_BLOCKS = 3
+# How often the sampler reads the card while a block is timed: at 10 Hz or more, a power cap that
+# arrives during a block of a second or two shows in several readings.
+SAMPLER_HZ = 20.0
+GPU_SAMPLED = ("sm_clock_mhz", "memory_clock_mhz", "power_w", "temperature_c")
+
+
+def sample(torch, fn, *, grad_to_none, settings: dict, device: str, precision_of, monitor=None) -> dict:
+    """Time `fn` under the protocol (one block); `precision_of(samples)` is the relative
+    half-width of the median's interval (stats.relative_precision at settings["confidence"]).
+    `monitor`, where given, makes a context manager that is entered while the samples are taken
+    (NvmlSampler) and whose `summary()` the result keeps as `gpu`."""
     cuda = device == "cuda"
     flush = _flush_buffer(torch, settings) if cuda else None
     began = time.perf_counter()
@@ -66,20 +102,18 @@ def sample(torch, fn, *, grad_to_none, settings: dict, device: str, precision_of
         warmup_calls += 1
     warmed = time.perf_counter()
     lead_cycles, spin_ms = _lead(torch, fn) if cuda else (0, 0.0)
-    samples, queued, stop, precision = [], [], "budget", float("inf")
-    deadline = warmed + settings["budget_s"]
-    while True:
-        samples.extend(
-            _timed_batch(torch, fn, grad_to_none, flush, settings["check_every"], lead_cycles, queued)
+    watcher = monitor() if monitor is not None else None
+    with watcher if watcher is not None else _nothing():
+        samples, queued, stop, precision = _sample_until(
+            torch,
+            fn,
+            grad_to_none,
+            flush,
+            lead_cycles,
+            settings,
+            precision_of,
+            deadline=warmed + settings["budget_s"],
         )
-        if len(samples) >= settings["min_samples"]:
-            precision = precision_of(samples)
-            if precision <= settings["precision"]:
-                stop = "precision"
-                break
-        if time.perf_counter() >= deadline or len(samples) >= settings["max_samples"]:
-            precision = precision_of(samples)  # what it reached, even short of min_samples
-            break
     finished = time.perf_counter()
     return {
         "protocol": CUDA_PROTOCOL if cuda else CPU_PROTOCOL,
@@ -96,7 +130,105 @@ def sample(torch, fn, *, grad_to_none, settings: dict, device: str, precision_of
         "flush_bytes": flush.numel() if flush is not None else 0,
         "lead_cycles": lead_cycles,
         **(_host_pace(queued, spin_ms) if cuda else {}),
+        **({"gpu": watcher.summary()} if watcher is not None else {}),
     }
+
+
+def _sample_until(torch, fn, grad_to_none, flush, lead_cycles, settings, precision_of, *, deadline):
+    """Samples until the precision is reached, or the budget or the most samples are spent:
+    (samples, host queueing times, why it stopped, the precision reached)."""
+    samples, queued, stop, precision = [], [], "budget", float("inf")
+    while True:
+        samples.extend(
+            _timed_batch(torch, fn, grad_to_none, flush, settings["check_every"], lead_cycles, queued)
+        )
+        if len(samples) >= settings["min_samples"]:
+            precision = precision_of(samples)
+            if precision <= settings["precision"]:
+                stop = "precision"
+                break
+        if time.perf_counter() >= deadline or len(samples) >= settings["max_samples"]:
+            precision = precision_of(samples)  # what it reached, even short of min_samples
+            break
+    return samples, queued, stop, precision
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def block_count(settings: dict) -> int:
+    """How many independent blocks a latency measurement takes: the settings' `blocks`, never
+    fewer than MIN_BLOCKS."""
+    return max(int(settings.get("blocks") or MIN_BLOCKS), MIN_BLOCKS)
+
+
+def block_settings(settings: dict, blocks: int) -> dict:
+    """One block's share of the protocol: the budget, the least and the most samples divided
+    between the blocks, and each block's own interval allowed √blocks as wide as the target,
+    since the median over `blocks` blocks of equal spread is about √blocks as precise as one."""
+    return {
+        **settings,
+        "budget_s": settings["budget_s"] / blocks,
+        "min_samples": max(math.ceil(settings["min_samples"] / blocks), 2),
+        "max_samples": max(math.ceil(settings["max_samples"] / blocks), 2),
+        "precision": settings["precision"] * math.sqrt(blocks),
+    }
+
+
+# What each block keeps of its own sample() result; the rest is summed or pooled below.
+BLOCK_FIELDS = (
+    "stop",
+    "precision",
+    "warmup_calls",
+    "warmup_s",
+    "timing_s",
+    "lead_cycles",
+    "spin_ms",
+    "host_queue_ms",
+    "host_paced_samples",
+    "setup_s",
+    "gpu",
+)
+
+
+def blocks_combine(blocks: list[dict], *, settings: dict, precision_of) -> dict:
+    """One measurement from its blocks' sample() results: the samples in block order with each
+    sample's block id (`sample_blocks`), each block's own figures (`blocks`), and the totals the
+    pages read. `precision` is the pooled samples' within-job interval; the interval of the
+    median that carries the variance between blocks is registry/stats' to compute."""
+    samples = [value for block in blocks for value in block["samples"]]
+    precision = precision_of(samples)
+    first = blocks[0]
+    paced = [block["host_paced_samples"] for block in blocks if "host_paced_samples" in block]
+    combined = {
+        **{key: value for key, value in first.items() if key not in (*BLOCK_FIELDS, "samples")},
+        "samples": samples,
+        "sample_blocks": [number for number, block in enumerate(blocks) for _ in block["samples"]],
+        "blocks": [{"samples": len(block["samples"]), **_kept(block)} for block in blocks],
+        "stop": "precision" if all(block["stop"] == "precision" for block in blocks) else "budget",
+        "precision": precision if math.isfinite(precision) else None,
+        "target_precision": settings["precision"],
+        "warmup_calls": sum(block["warmup_calls"] for block in blocks),
+        "warmup_s": sum(block["warmup_s"] for block in blocks),
+        "timing_s": sum(block["timing_s"] for block in blocks),
+        "setup_s": first.get("setup_s"),
+        "lead_cycles": max(block["lead_cycles"] for block in blocks),
+    }
+    if paced:
+        combined["spin_ms"] = min(block["spin_ms"] for block in blocks)
+        queues = [block["host_queue_ms"] for block in blocks if block.get("host_queue_ms") is not None]
+        combined["host_queue_ms"] = statistics.median(queues) if queues else None
+        combined["host_paced_samples"] = sum(paced)
+    return combined
+
+
+def _kept(block: dict) -> dict:
+    return {key: block[key] for key in BLOCK_FIELDS if key in block}
 
 
 def _host_pace(queued: list[float], spin_ms: float) -> dict:
@@ -237,6 +369,72 @@ class Nvml:
                 reading[key] = None
                 reading.setdefault("errors", []).append(f"{key}: {type(exc).__name__}")
         return reading
+
+
+class NvmlSampler:
+    """Reads the card (an `Nvml`) every 1/`hz` s in a thread while a block is timed: a context
+    manager, entered just before the first timed call and left after the last. Its `summary()`
+    is the block's GPU state: how many readings at what rate, the least, median and most of each
+    figure, and the share of readings that carried each clock-event reason. NVML's reads release
+    the GIL in its C library; the thread holds it only to store a reading."""
+
+    def __init__(self, nvml, *, hz: float = SAMPLER_HZ, clock=time.perf_counter):
+        self.nvml, self.interval, self.clock = nvml, 1 / hz, clock
+        self.readings: list[dict] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="nvml-sampler", daemon=True)
+        self.began = self.ended = None
+
+    def __enter__(self):
+        self.began = self.clock()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.ended = self.clock()
+        return False
+
+    def _run(self) -> None:
+        while True:
+            self.readings.append(self.nvml.state())
+            if self._stop.wait(self.interval):
+                break
+
+    def summary(self) -> dict:
+        if getattr(self.nvml, "handle", None) is None:
+            return {"error": getattr(self.nvml, "error", "") or "NVML unavailable"}
+        seconds = (self.ended or self.clock()) - self.began
+        count = len(self.readings)
+        summary = {"readings": count, "seconds": seconds, "hz": count / seconds if seconds > 0 else None}
+        for key in GPU_SAMPLED:
+            values = [r[key] for r in self.readings if isinstance(r.get(key), int | float)]
+            if values:
+                summary[key] = {"min": min(values), "median": statistics.median(values), "max": max(values)}
+        reasons: dict[str, int] = {}
+        for reading in self.readings:
+            for reason in reading.get("reasons") or []:
+                reasons[reason] = reasons.get(reason, 0) + 1
+        summary["reasons"] = {reason: seen / count for reason, seen in sorted(reasons.items())}
+        errors = sorted({e for r in self.readings for e in r.get("errors", [])})
+        if errors:
+            summary["errors"] = errors
+        return summary
+
+
+def sampled_state(blocks: list[dict], *, uuid: str) -> dict:
+    """A job's `gpu_state` from its blocks' sampler summaries: each block's ranges in block order,
+    and the slow-down reasons seen in any reading while timing. Nothing is read before setup or
+    after the pass: such a pair showed the state another job left, not this one's."""
+    sampled = [block.get("gpu") or {} for block in blocks]
+    seen = {reason for state in sampled for reason in (state.get("reasons") or {})}
+    return {
+        "uuid": uuid,
+        "sampled_hz": SAMPLER_HZ,
+        "blocks": sampled,
+        "throttled": sorted(seen & SLOWDOWNS),
+    }
 
 
 def _reasons(nvml, handle) -> list[str]:

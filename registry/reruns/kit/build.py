@@ -3,10 +3,9 @@ VAR_DIR/kit/ and served at /kit/.
 
 Nothing of the harness is copied into the repository twice: the sdist is assembled, at build
 time, from `registry/reruns/harness/*.py` (all but its Django-facing `__init__.py`), the
-importer's `catalog.py` (the dtype names the spec checker accepts) and this folder's `cli.py`,
-`result.py` and `backend.py`. Two import lines are renamed on the way in, as vendoring tools do
-(`registry.reruns.harness.` becomes `kernelindex_kit.harness.`, `registry.importers` becomes
-`kernelindex_kit`); a build that leaves any import of registry, Django or the site in the kit
+statistics it uses and this folder's `cli.py`, `result.py` and `backend.py`. One import prefix is
+renamed on the way in, as vendoring tools do (`registry.reruns.harness.` becomes
+`kernelindex_kit.harness.`); a build that leaves any import of registry, Django or the site in the kit
 fails, naming the file and line.
 
 The version says what the kit carries: `1.0+liger085.protocolv1.<source hash>` is the kit's
@@ -35,25 +34,24 @@ NAME = "kernelindex-kit"
 PACKAGE = "kernelindex_kit"
 HERE = Path(__file__).resolve().parent
 HARNESS = HERE.parent / "harness"
-CATALOG = HERE.parent.parent / "importers" / "catalog.py"
+# The statistics the harness shares with the web side (registry/stats/), shipped as harness/stats.py.
+STATISTICS = HERE.parent.parent / "stats" / "medians.py"
 HARNESS_MODULES = (
-    "cache",
+    "upstream",
     "cpu_triton",
     "distributed",
     "kernels",
     "runner",
     "session",
     "spec",
-    "stats",
     "timing",
 )
 KIT_FILES = ("result.py", "cli.py", "backend.py")
 # What the kit needs besides torch (which the host brings, as for a worker: requirements-worker.txt).
-DEPENDENCIES = ("numpy>=1.26", "scipy>=1.11", "transformers>=4.44", "nvidia-ml-py>=12.535")
-REWRITES = (
-    ("from registry.reruns.harness.", "from kernelindex_kit.harness."),
-    ("from registry.importers import catalog", "from kernelindex_kit import catalog"),
-)
+# transformers is pinned as the workers pin it (requirements-worker.txt), since the reference
+# implementations come from it and a later release may time differently.
+DEPENDENCIES = ("numpy>=1.26", "scipy>=1.11", "transformers==5.17.0", "nvidia-ml-py>=12.535")
+REWRITES = (("from registry.reruns.harness.", "from kernelindex_kit.harness."),)
 FORBIDDEN = re.compile(
     r"^\s*(?:from|import)\s+(?:registry|django|rest_framework|kernelindex|attestations)\b", re.M
 )
@@ -69,7 +67,10 @@ def kit_dir() -> Path:
 
 
 def protocol_names() -> list[str]:
-    return [protocol_for(device=device, metric="latency")["name"] for device in ("cuda", "cpu")]
+    return [
+        protocol_for(device=device, metric="latency", timing=settings.CONTROLLED_TIMING)["name"]
+        for device in ("cuda", "cpu")
+    ]
 
 
 def kit_version() -> str:
@@ -97,7 +98,11 @@ def kit_build(*, dest: Path | None = None) -> Path:
 
 
 def _sources() -> list[Path]:
-    return [*(HARNESS / f"{name}.py" for name in HARNESS_MODULES), CATALOG, *(HERE / n for n in KIT_FILES)]
+    return [
+        *(HARNESS / f"{name}.py" for name in HARNESS_MODULES),
+        STATISTICS,
+        *(HERE / n for n in KIT_FILES),
+    ]
 
 
 def _assembled() -> tuple[str, dict[str, bytes]]:
@@ -114,7 +119,7 @@ def _stamp(path: Path) -> tuple[int, int]:
 @functools.lru_cache(maxsize=4)
 def _assembled_from(stamps: tuple) -> tuple[str, dict[str, bytes]]:
     package = {f"harness/{name}.py": _vendored(HARNESS / f"{name}.py") for name in HARNESS_MODULES}
-    package["catalog.py"] = _vendored(CATALOG)
+    package["harness/stats.py"] = _vendored(STATISTICS)
     package["result.py"] = _vendored(HERE / "result.py")
     package["cli.py"] = _vendored(HERE / "cli.py")
     package["harness/__init__.py"] = b'"""The KernelIndex harness, as the site\'s workers run it."""\n'

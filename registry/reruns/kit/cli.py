@@ -17,13 +17,12 @@ import json
 import os
 import re
 import sys
-import unicodedata
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from kernelindex_kit import HARNESS, VERSION, result
-from kernelindex_kit.harness import cache, session, spec
+from kernelindex_kit.harness import session, spec, upstream
 
 RUN_URL = re.compile(r"^(?P<site>https?://[^?#]+?)/runs/(?P<id>[0-9]+)/?(?:[?#].*)?$")
 TOKEN_ENV = "KERNELINDEX_TOKEN"
@@ -33,8 +32,19 @@ class KitError(Exception):
     """The reproduction cannot go on; the message says why and what to do."""
 
 
+TORCH_MISSING = (
+    "kernelindex-repro needs torch, which this Python does not have: install the build of torch for "
+    "your GPU (https://pytorch.org/get-started/locally/), then run the same command again."
+)
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
+    try:
+        import torch  # noqa: F401  (the host brings its own build; pip cannot choose it)
+    except ImportError:
+        print(TORCH_MISSING, file=sys.stderr)
+        return 2
     try:
         return reproduce(args)
     except KitError as exc:
@@ -80,8 +90,8 @@ def reproduce(args) -> int:
     job = dict(served["spec"]["job"], device=device)
     try:
         plan = spec.plan_for(job)
-        root = cache.harness_fetch(archive=args.archive)
-    except (spec.Refused, cache.HarnessMissing) as exc:
+        root = upstream.harness_fetch(archive=args.archive)
+    except (spec.Refused, upstream.HarnessMissing) as exc:
         raise KitError(str(exc)) from None
     plan["protocol"] = served["spec"]["timing"]
     estimate = served.get("estimate", {}).get("seconds")
@@ -113,7 +123,7 @@ def reproduce(args) -> int:
 
 def _document(served: dict, answer: dict, *, device: str, started: str) -> dict:
     environment = dict(answer.get("environment") or {})
-    environment["gpu_slug"] = gpu_slug(environment.get("gpu_name", ""))
+    environment["gpu_slug"] = spec.gpu_slug(environment.get("gpu_name", ""))
     document = {
         "format": result.FORMAT,
         "run": {"id": served["run"]["id"], "url": served["run"]["url"]},
@@ -163,16 +173,7 @@ def local_gpu() -> tuple[str, str]:
     if not torch.cuda.is_available():
         return "cpu", "CPU"
     name = torch.cuda.get_device_name(0)
-    return gpu_slug(name), name
-
-
-def gpu_slug(name: str) -> str:
-    """The site's GPU slug (django.utils.text.slugify of the name torch reports)."""
-    if not name or name == "CPU":
-        return "cpu"
-    value = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
-    value = re.sub(r"[^\w\s-]", "", value.lower())
-    return re.sub(r"[-\s]+", "-", value).strip("-_")
+    return spec.gpu_slug(name), name
 
 
 def _upload(url: str, data: bytes, *, token: str) -> int:

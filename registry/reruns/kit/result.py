@@ -23,7 +23,7 @@ FIELDS = {
     "sampling": "the timing loop's own record: why it stopped, the precision reached, seconds spent",
     "environment": "the captured software and hardware versions",
     "gpuUuid": "the UUID of the card that ran it (empty on a CPU)",
-    "gpuState": "the GPU's clocks, temperature, power and throttle reasons before and after (NVML)",
+    "gpuState": "the GPU's clocks, temperature, power and throttle reasons, read while each block was timed (NVML)",
     "kit": "the kit's version and the harness it carries",
     "startedAt": "UTC time the run started (ISO 8601)",
     "finishedAt": "UTC time the run finished (ISO 8601)",

@@ -2,7 +2,10 @@
 their results, one module per concern:
 
 - `request`: rerun_request, measure_request, ceilings_request, job_cancel, sending a job's message;
-- `signing`: the signed job message a worker checks before it runs anything;
+- `signing`: Ed25519 signatures: the job message a worker checks before it runs anything, the
+  grant of a lease, and a worker's own signed reports;
+- `worker_keys`: GPU worker keys, and the central worker's checks of a worker's claim, heartbeat
+  and result before anything is written;
 - `worker`: claims, heartbeats, the result-sent mark, failures;
 - `record`: rerun_record_result, the evidence rule, and rerun_rejudge;
 - `measured_run`: a controlled run as a registry record (the recorder and the loader share it);
@@ -20,7 +23,7 @@ from registry.reruns.services.measured_run import (
     measured_run_from_job,
 )
 from registry.reruns.services.reconcile import jobs_reconcile
-from registry.reruns.services.record import rerun_record_result, rerun_rejudge
+from registry.reruns.services.record import rerun_record_result, rerun_rejudge, run_level_settle
 from registry.reruns.services.request import (
     JobRefused,
     MeasureRequest,
@@ -30,7 +33,13 @@ from registry.reruns.services.request import (
     measure_request,
     rerun_request,
 )
-from registry.reruns.services.signing import job_message, job_message_check
+from registry.reruns.services.signing import (
+    SignatureRefused,
+    grant_check,
+    job_message,
+    job_message_check,
+    worker_report,
+)
 from registry.reruns.services.worker import (
     CPU_SLUG,
     Claim,
@@ -40,6 +49,13 @@ from registry.reruns.services.worker import (
     job_heartbeat,
     job_result_sent,
     job_spec,
+)
+from registry.reruns.services.worker_keys import (
+    worker_claim,
+    worker_heartbeat,
+    worker_key_register,
+    worker_key_revoke,
+    worker_result_record,
 )
 
 __all__ = [
@@ -63,8 +79,17 @@ __all__ = [
     "jobs_reconcile",
     "measure_request",
     "measured_run_create",
+    "run_level_settle",
     "measured_run_from_job",
     "rerun_record_result",
     "rerun_rejudge",
     "rerun_request",
+    "SignatureRefused",
+    "grant_check",
+    "worker_claim",
+    "worker_heartbeat",
+    "worker_key_register",
+    "worker_key_revoke",
+    "worker_report",
+    "worker_result_record",
 ]

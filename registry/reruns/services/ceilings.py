@@ -10,8 +10,9 @@ from django.db import transaction
 from django.utils.dateparse import parse_datetime
 
 from registry.cache import generation_bump
-from registry.models import BenchmarkRun, MeasuredCeiling, RerunJob
+from registry.models import BenchmarkRun
 from registry.reruns.ceilings import FORMAT
+from registry.reruns.models import MeasuredCeiling, RerunJob
 from registry.speed_of_light import speed_of_light_fill
 
 BUNDLED_CEILINGS_DIR = Path(__file__).resolve().parent.parent.parent / "data" / "ceilings"

@@ -5,29 +5,32 @@ has just measured it (`measured_run_from_job`) or the controlled-run loader read
 that another installation exported.
 """
 
+from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from registry import digests
-from registry.importers import liger
 from registry.models import (
+    CONTROLLED_SOURCE_SLUG,
     BenchmarkRun,
     Environment,
     EvidenceLevel,
     Implementation,
     Kernel,
     Protocol,
-    RerunJob,
     Source,
     Workload,
 )
 from registry.reruns.harness import protocol_for
+from registry.reruns.models import RerunJob
 from registry.reruns.services.worker import CPU_SLUG, job_device
 from registry.services.imports import groups_rerank
 from registry.services.run_keys import RUN_KEY_SOURCES, run_keys_fill
+from registry.sources.liger import importer as liger
 from registry.speed_of_light import measured_ceilings, sol_fields
 
 CONTROLLED_SOURCE = {
-    "slug": "kernelindex-controlled",
+    "slug": CONTROLLED_SOURCE_SLUG,
     "name": "KernelIndex controlled runs",
     "url": "https://github.com/linkedin/Liger-Kernel/tree/main/benchmark/scripts",
     "license": "CC-BY-4.0",
@@ -105,11 +108,56 @@ def measured_run_build(
 @transaction.atomic
 def measured_runs_create(runs: list[BenchmarkRun]) -> list[BenchmarkRun]:
     """Write built runs (measured_run_build) in bulk, then rank their comparison groups again and
-    fill their keys, so each run is in its group the moment it exists."""
-    created = BenchmarkRun.objects.bulk_create(runs, batch_size=500)
+    fill their keys, so each run is in its group the moment it exists.
+
+    One current run per target (a comparison group and an implementation, docs/reruns.md): a
+    target measured again keeps its latest measurement current and the earlier ones superseded by
+    it, whether the earlier one is in the registry already or in the same batch. The current run
+    of each target is written first (pointing at the run it replaces, so that two current runs
+    never exist, even for one statement), then the runs it supersedes, then the pointers move."""
+    existing = _current_runs_of_targets(runs)
+    latest: dict[tuple, BenchmarkRun] = {}
+    for run in sorted([*existing.values(), *runs], key=lambda r: r.observed_at):  # stable: new wins a tie
+        latest[target_of(run)] = run
+    replaced = {}  # existing run pk -> the new run that supersedes it
+    for target, run in existing.items():
+        if latest[target] is not run:
+            replaced[run.pk] = latest[target]
+            latest[target].superseded_by_id = run.pk  # for the moment: cleared below
+    first = [run for run in runs if latest[target_of(run)] is run]
+    BenchmarkRun.objects.bulk_create(first, batch_size=500)
+    rest = [run for run in runs if latest[target_of(run)] is not run]
+    for run in rest:
+        run.superseded_by = latest[target_of(run)]
+    BenchmarkRun.objects.bulk_create(rest, batch_size=500)
+    for pk, run in replaced.items():
+        BenchmarkRun.objects.filter(pk=pk).update(superseded_by=run, updated_at=timezone.now())
+    BenchmarkRun.objects.filter(pk__in=[run.pk for run in replaced.values()]).update(superseded_by=None)
+    for run in replaced.values():
+        run.superseded_by = None
+    created = runs
     groups_rerank(keys={run.comparison_key for run in created})
     run_keys_fill(runs=BenchmarkRun.objects.filter(pk__in=[run.pk for run in created]))
     return created
+
+
+def target_of(run: BenchmarkRun) -> tuple:
+    """What a run measures, of which only one run is current: its comparison group (kernel, pass,
+    metric, workload, protocol family, GPU model) and its implementation (provider and version)."""
+    return (run.comparison_key, run.implementation_id)
+
+
+def _current_runs_of_targets(runs: list[BenchmarkRun]) -> dict[tuple, BenchmarkRun]:
+    """The registry's current run of each target among `runs`, in one query."""
+    keys = {run.comparison_key for run in runs}
+    implementations = {run.implementation_id for run in runs}
+    found = (
+        BenchmarkRun.objects.current()
+        .filter(comparison_key__in=keys, implementation_id__in=implementations)
+        .only("pk", "comparison_key", "implementation_id", "observed_at")
+    )
+    targets = {target_of(run) for run in runs}
+    return {target_of(run): run for run in found if target_of(run) in targets}
 
 
 @transaction.atomic
@@ -153,8 +201,8 @@ def _implementation_fields(job: RerunJob) -> dict:
 def _protocol_fields(job: RerunJob) -> dict:
     # The registry's own description of the protocol, not the one the worker reported (that stays
     # on the job): the comparability family it names decides the run's comparison group.
-    spec = protocol_for(device=job_device(job), metric=job.metric)
-    fields = liger.protocol_fields(spec, slug=spec["comparabilityFamily"].replace("/", "-"))
+    spec = protocol_for(device=job_device(job), metric=job.metric, timing=settings.CONTROLLED_TIMING)
+    fields = digests.protocol_row(spec, slug=spec["comparabilityFamily"].replace("/", "-"))
     return {**fields, "digest": digests.digest(spec)}
 
 
@@ -224,9 +272,10 @@ def _run_fields(job: RerunJob, protocol: dict, environment: dict) -> dict:
 
 
 def _manifest(job, run, source, implementation, protocol, environment) -> dict:
-    manifest = liger.build_manifest(
+    manifest = digests.run_manifest(
         run=run,
         kernel=job.kernel.slug,
+        results=digests.median_results(run),
         source={"name": source.name, "url": source.url, "license": source.license},
         implementation=(implementation["spec"], implementation["digest"]),
         workload=(job.workload.spec, job.workload.digest),

@@ -7,7 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from registry.cache import generation_bump
-from registry.models import JobState, RerunJob
+from registry.reruns.models import JobState, RerunJob
 from registry.reruns.services.request import send_on_commit
 from registry.reruns.services.worker import job_gave_up
 

@@ -6,30 +6,41 @@ job; and, when a finished rerun is judged again under today's statistics (`rerun
 keeps `reproduced` only while one of the run's reruns agrees on another card.
 """
 
+import logging
 import math
+from collections import Counter
 
+from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
 from django.utils import timezone
 
 from registry.cache import generation_bump
-from registry.models import BenchmarkRun, EvidenceLevel, JobKind, JobState, RerunJob, Verdict
-from registry.reruns.harness import stats
+from registry.models import BenchmarkRun, EvidenceLevel, Verdict
+from registry.reruns.harness.job_result import JobResult
 from registry.reruns.judgement import SAMPLES_LIMIT, judgement_note, run_judgement
+from registry.reruns.models import JobKind, JobState, RerunJob
 from registry.reruns.services.ceilings import CeilingRejected, ceiling_fields, measured_ceiling_create
 from registry.reruns.services.measured_run import CONTROLLED_SOURCE, measured_run_from_job
 from registry.reruns.services.worker import LOG_LIMIT, bounded_log
 from registry.services.changes import changes_detect
+from registry.stats import medians
+
+logger = logging.getLogger(__name__)
 
 
 @transaction.atomic
-def rerun_record_result(*, job_id: int, lease: str, result: dict) -> RerunJob | None:
+def rerun_record_result(*, job_id: int, lease: str, result: dict, worker_key=None) -> RerunJob | None:
     """Finish the job held by `lease` with the harness's result, in one transaction.
 
     The only code that changes an evidence level: a rerun whose verdict is `agrees`, on another
     card than the measurement's, makes the run `reproduced`; a measure job creates its run at
     `measured`. A failed harness, an `inconclusive` or `disagrees` verdict (the job `diverged`) or
     a result from a stale attempt leaves every level as it was. Returns None when the job was not
-    this attempt's."""
+    this attempt's.
+
+    `worker_key` (a GPU worker's signed result, services.worker_keys): the result counts only for
+    the attempt granted to that key's worker, of the key's GPU model, from the card of the claim,
+    registered for that key; otherwise nothing is written and None is returned."""
     job = (
         # of=self: a ceilings job has no kernel or workload, so those joins are outer ones, which
         # PostgreSQL cannot lock; the job's row is the one that needs it.
@@ -40,21 +51,27 @@ def rerun_record_result(*, job_id: int, lease: str, result: dict) -> RerunJob | 
     )
     if job is None:
         return None
+    result = JobResult.from_wire(result)
+    if worker_key is not None:
+        refusal = _attempt_refusal(job, worker_key, result)
+        if refusal:
+            logger.error("Result for job %s refused: %s", job_id, refusal)
+            return None
     job.finished_at = timezone.now()
-    job.environment = result.get("environment") or {}
+    job.environment = result.environment or {}
     job.worker_gpu = str(job.environment.get("gpu_name") or job.worker_gpu)[:200]
-    job.protocol = result.get("protocol") or {}
-    job.log = bounded_log(result.get("log") or "")
+    job.protocol = result.protocol or {}
+    job.log = bounded_log(result.log or "")
     problem = _result_problem(job, result)
     if problem:
         job.state, job.error = JobState.FAILED, problem
-        job.timed_out = result.get("timed_out") is True
+        job.timed_out = result.timed_out is True
     else:
         _result_store(job, result)
         if job.kind == JobKind.RERUN:
             _rerun_judge(job)
         elif job.kind == JobKind.CEILINGS:
-            measured_ceiling_create(document=result.get("ceilings") or {}, job=job)
+            measured_ceiling_create(document=result.ceilings or {}, job=job)
             job.state = JobState.SUCCEEDED
         else:
             job.result_run = measured_run_from_job(job=job)
@@ -68,52 +85,70 @@ def rerun_record_result(*, job_id: int, lease: str, result: dict) -> RerunJob | 
     return job
 
 
-def _result_problem(job: RerunJob, result: dict) -> str:
-    status = result.get("status")
+def _attempt_refusal(job: RerunJob, key, result: JobResult) -> str:
+    """Why a worker's signed result must not be recorded for this running attempt, or ""."""
+    card = str(result.gpu_uuid or "")
+    if job.worker_host != key.name:
+        return f"the attempt was granted to {job.worker_host!r}, not to {key.name!r}"
+    if key.gpu_slug != job.gpu_slug:
+        return f"worker key {key.name!r} is for {key.gpu_slug}, the job for {job.gpu_slug}"
+    if card != job.gpu_uuid:
+        return f"the result names card {card or '(none)'}, the claim card {job.gpu_uuid or '(none)'}"
+    if card not in key.cards and not (key.gpu_slug == "cpu" and card == ""):
+        return f"card {card or '(none)'} is not registered for worker key {key.name!r}"
+    return ""
+
+
+def _result_problem(job: RerunJob, result: JobResult) -> str:
+    status = result.status
     if status != "ok":
-        error = result.get("error") or "the harness gave no reason"
+        error = result.error or "the harness gave no reason"
         return f"Harness {status or 'gave no status'}: {error}"[:LOG_LIMIT]
-    if not isinstance(result.get("median"), int | float) or not math.isfinite(result["median"]):
+    if not isinstance(result.median, int | float) or not math.isfinite(result.median):
         return "The harness reported no median."
-    worker_gpu = (result.get("environment") or {}).get("gpu_slug")
+    worker_gpu = (result.environment or {}).get("gpu_slug")
     if worker_gpu and worker_gpu != job.gpu_slug:
         return f"Measured on {worker_gpu}, but the job is for {job.gpu_slug}."
-    if job.kind == JobKind.RERUN and result.get("unit") and result["unit"] != job.run.unit:
-        return f"The harness measured {result['unit']}, the run records {job.run.unit}."
+    if job.kind == JobKind.RERUN and result.unit and result.unit != job.run.unit:
+        return f"The harness measured {result.unit}, the run records {job.run.unit}."
     if job.kind == JobKind.CEILINGS:
         try:
-            ceiling_fields(result.get("ceilings") or {})
+            ceiling_fields(result.ceilings or {})
         except CeilingRejected as exc:
             return f"The ceilings measurement cannot be recorded: {exc}."
     return ""
 
 
-def _result_store(job: RerunJob, result: dict) -> None:
-    samples = [float(s) for s in (result.get("samples") or [])][:SAMPLES_LIMIT]
-    job.unit = result.get("unit") or (job.run.unit if job.run_id else "")
-    job.median = float(result["median"])
-    job.p20 = _float_or(result.get("p20"), job.median)
-    job.p80 = _float_or(result.get("p80"), job.median)
+def _result_store(job: RerunJob, result: JobResult) -> None:
+    samples = [float(s) for s in (result.samples or [])][:SAMPLES_LIMIT]
+    job.unit = result.unit or (job.run.unit if job.run_id else "")
+    job.median = float(result.median)
+    job.p20 = _float_or(result.p20, job.median)
+    job.p80 = _float_or(result.p80, job.median)
     job.samples = samples
-    job.ci_low, job.ci_high = stats.median_interval(samples) or (None, None)
-    job.upstream = _figures(result.get("upstream"))
-    job.gpu_uuid = str(result.get("gpu_uuid") or job.gpu_uuid)[:64]  # else the card of the claim
-    job.gpu_state = result.get("gpu_state") if isinstance(result.get("gpu_state"), dict) else {}
-    job.sampling = result.get("sampling") if isinstance(result.get("sampling"), dict) else {}
+    job.ci_low, job.ci_high = medians.median_interval(samples) or (None, None)
+    job.upstream = _figures(result.upstream)
+    job.gpu_uuid = str(result.gpu_uuid or job.gpu_uuid)[:64]  # else the card of the claim
+    job.gpu_state = result.gpu_state if isinstance(result.gpu_state, dict) else {}
+    job.sampling = result.sampling if isinstance(result.sampling, dict) else {}
+    if isinstance(job.sampling.get("sample_blocks"), list):  # each kept sample's block id, no more
+        job.sampling["sample_blocks"] = job.sampling["sample_blocks"][: len(samples)]
     job.error = ""
 
 
 def _rerun_judge(job: RerunJob) -> None:
-    """The verdict on a rerun (`run_judgement`); a disagreeing one diverges and opens a report,
-    an agreeing one on another card (or one whose card is not known) makes the run `reproduced`."""
-    run = BenchmarkRun.objects.select_for_update().select_related("protocol").get(pk=job.run_id)
+    """The verdict on a rerun (`run_judgement`); a disagreeing one diverges and opens a report.
+    The run's level then follows the one evidence rule (`run_level_settle`), over its reruns as
+    stored, this one included: an agreeing rerun on another card makes it `reproduced`."""
+    run = (
+        BenchmarkRun.objects.select_for_update(of=("self",))
+        .select_related("protocol", "source", "kernel", "environment")
+        .get(pk=job.run_id)
+    )
     _judgement_store(job, run)
     if job.verdict == Verdict.DISAGREES:
         _divergence_report_open(job)
-    elif job.raises_level and run.evidence_level != EvidenceLevel.REPRODUCED:
-        BenchmarkRun.objects.filter(pk=run.pk).update(
-            evidence_level=EvidenceLevel.REPRODUCED, updated_at=timezone.now()
-        )
+    run_level_settle(run=run, reason=f"Rerun job #{job.pk} recorded.", judged=job)
 
 
 JUDGEMENT_FIELDS = ("verdict", "deviation", "deviation_low", "deviation_high", "tolerance", "verdict_note")
@@ -140,7 +175,11 @@ def rerun_rejudge(*, job_id: int) -> tuple[str, str] | None:
     )
     if job is None:
         return None
-    run = BenchmarkRun.objects.select_for_update().select_related("protocol", "source").get(pk=job.run_id)
+    run = (
+        BenchmarkRun.objects.select_for_update(of=("self",))
+        .select_related("protocol", "source", "kernel", "environment")
+        .get(pk=job.run_id)
+    )
     before = {name: getattr(job, name) for name in JUDGEMENT_FIELDS}
     _judgement_store(job, run)
     if any(getattr(job, name) != value for name, value in before.items()):
@@ -152,24 +191,77 @@ def rerun_rejudge(*, job_id: int) -> tuple[str, str] | None:
         job.save(update_fields=[*JUDGEMENT_FIELDS, "state", "sampling"])
         if job.verdict == Verdict.DISAGREES and before["verdict"] != Verdict.DISAGREES:
             _divergence_report_open(job)
-    reruns = RerunJob.objects.filter(run=run, kind=JobKind.RERUN).exclude(pk=job.pk)
-    if job.raises_level or any(rerun.raises_level for rerun in reruns.filter(verdict=Verdict.AGREES)):
+    changed = run_level_settle(run=run, reason=f"Rerun job #{job.pk} judged again.")
+    if changed or job.verdict != before["verdict"]:
+        generation_bump()
+    return before["verdict"], job.verdict
+
+
+@transaction.atomic
+def run_level_settle(*, run: BenchmarkRun, reason: str, judged: RerunJob | None = None) -> bool:
+    """Set `run`'s evidence level to what its reruns show under today's rule (models.raises_level):
+    `reproduced` with an agreeing rerun on another card, else `measured` for a controlled run and
+    `reported` for a source's. A change is audited (KernelIndex as the actor, with `reason`).
+    Returns whether the level changed; running it twice changes nothing the second time.
+    `judged`: a rerun of `run` judged in this transaction and not yet saved, counted as judged."""
+    from attestations.models import AuditEntry
+
+    reruns = RerunJob.objects.filter(run=run, kind=JobKind.RERUN, verdict=Verdict.AGREES)
+    if judged is not None:
+        reruns = [*reruns.exclude(pk=judged.pk), judged]
+    if any(rerun.raises_level for rerun in reruns):
         level = EvidenceLevel.REPRODUCED
     elif run.source.slug == CONTROLLED_SOURCE["slug"]:
         level = EvidenceLevel.MEASURED
     else:
         level = EvidenceLevel.REPORTED
-    if level != run.evidence_level:
-        BenchmarkRun.objects.filter(pk=run.pk).update(evidence_level=level, updated_at=timezone.now())
-    if level != run.evidence_level or job.verdict != before["verdict"]:
-        generation_bump()
-    return before["verdict"], job.verdict
+    if level == run.evidence_level:
+        return False
+    BenchmarkRun.objects.filter(pk=run.pk).update(evidence_level=level, updated_at=timezone.now())
+    AuditEntry.objects.create(
+        actor=None,
+        content_type=ContentType.objects.get_for_model(BenchmarkRun),
+        object_id=run.pk,
+        object_repr=str(run)[:200],
+        action=LEVEL_AUDIT_ACTION,
+        from_state=run.evidence_level,
+        to_state=level,
+        reason=reason,
+    )
+    run.evidence_level = level
+    return True
+
+
+LEVEL_AUDIT_ACTION = "evidence_level_settled"
+
+
+def reruns_rejudge(*, gpu: str = "", kernel: str = "") -> Counter:
+    """Judge every finished rerun with a verdict again (`rerun_rejudge`, one transaction each);
+    returns how many went from each verdict to each. `rejudge_reruns` and `load_bundled_data`
+    (after the shipped runs load, so that a fresh database shows today's verdicts) call this."""
+    jobs = RerunJob.objects.filter(
+        kind=JobKind.RERUN, state__in=(JobState.SUCCEEDED, JobState.DIVERGED)
+    ).exclude(verdict="")
+    if gpu:
+        jobs = jobs.filter(gpu_slug=gpu)
+    if kernel:
+        jobs = jobs.filter(kernel__slug=kernel)
+    changes = Counter()
+    for job_id in jobs.order_by("pk").values_list("pk", flat=True).iterator():
+        outcome = rerun_rejudge(job_id=job_id)
+        if outcome is not None:
+            changes[outcome] += 1
+    return changes
 
 
 def _judgement_store(job: RerunJob, run: BenchmarkRun) -> None:
     """Set the rerun's verdict, its interval and its state from `run_judgement`."""
     judged = run_judgement(
-        run, samples=job.samples, upstream=job.upstream, figures=(job.median, job.p20, job.p80)
+        run,
+        samples=job.samples,
+        upstream=job.upstream,
+        figures=(job.median, job.p20, job.p80),
+        job_state={"sampling": job.sampling, "gpu_state": job.gpu_state},
     )
     measured_by, basis = judged.measured_by, judged.basis
     job.tolerance = judged.tolerance
@@ -180,7 +272,10 @@ def _judgement_store(job: RerunJob, run: BenchmarkRun) -> None:
         **job.sampling,
         "basis": basis,
         "same_gpu": same_gpu if measured_by and measured_by.gpu_uuid and job.gpu_uuid else None,
+        "verdict_model": judged.model,
     }
+    if judged.model is None:
+        job.sampling.pop("verdict_model")
     job.verdict_note = judgement_note(judged, subject="Rerun")
     job.state = JobState.DIVERGED if job.verdict == Verdict.DISAGREES else JobState.SUCCEEDED
 

@@ -8,7 +8,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from registry.cache import generation_bump
-from registry.models import BenchmarkRun, JobKind, JobState, Kernel, RerunJob
+from registry.models import BenchmarkRun, Kernel
+from registry.reruns.models import JobKind, JobState, RerunJob
 from registry.reruns.services.signing import job_message
 
 EXECUTE_TASK = "registry.job_execute"
@@ -34,23 +35,50 @@ def rerun_request(
     active = RerunJob.objects.active().filter(kind=JobKind.RERUN, run=run).first()
     if active is not None:
         raise JobRefused(f"Run {run.pk} already has an active rerun: job #{active.pk} ({active.state}).")
+    job = RerunJob.rerun_of(
+        run,
+        avoid_gpu_uuid=_measuring_card(run) if other_card else "",
+        requested_by=requested_by,
+        reason=reason,
+        issue_report_pk=issue_report_pk,
+    )
+    if not _job_queue(job):
+        # Another request for this run committed between our check and our insert.
+        raise JobRefused(f"Run {run.pk} already has an active rerun.")
+    generation_bump()  # the run page lists its queued rerun
+    _requested_audit(job, issue_report_pk=issue_report_pk)
+    return job
+
+
+def _job_queue(job: RerunJob) -> bool:
+    """Insert an unsaved job and send its message once the transaction commits; False, with
+    nothing written, where a job of the same target is already active (the database's partial
+    unique constraints decide, so two concurrent requests cannot both queue one)."""
+    job.sent_at = timezone.now()
     try:
         with transaction.atomic():
-            job = RerunJob.rerun_of(
-                run,
-                avoid_gpu_uuid=_measuring_card(run) if other_card else "",
-                requested_by=requested_by,
-                reason=reason,
-                issue_report_pk=issue_report_pk,
-                sent_at=timezone.now(),
-            )
             job.save(force_insert=True)
     except IntegrityError:
-        # Another request for this run committed between our check and our insert.
-        raise JobRefused(f"Run {run.pk} already has an active rerun.") from None
+        return False
     send_on_commit(job)
-    generation_bump()  # the run page lists its queued rerun
-    return job
+    return True
+
+
+def _requested_audit(job: RerunJob, *, issue_report_pk: int | None = None) -> None:
+    """A person's request for GPU time is in the audit log with its actor, on the job and on the
+    issue report it answers (KernelIndex's own requests, the sweep's, are the jobs' record)."""
+    if job.requested_by is None:
+        return
+    from attestations.audit import audit_record
+    from attestations.models import IssueReport
+
+    action = f"{job.kind}_requested"
+    audit_record(actor=job.requested_by, target=job, action=action, to_state=job.state, reason=job.reason)
+    report = IssueReport.objects.filter(pk=issue_report_pk).first() if issue_report_pk else None
+    if report is not None:
+        audit_record(
+            actor=job.requested_by, target=report, action="rerun_requested", reason=f"Rerun job #{job.pk}"
+        )
 
 
 def _measuring_card(run: BenchmarkRun) -> str:
@@ -100,25 +128,22 @@ def measure_request(
         raise JobRefused(f"No current runs of {kernel.slug} match those implementations, passes and metrics.")
     outcome = MeasureRequest()
     for workload_id, provider, mode, metric in targets:
-        try:
-            with transaction.atomic():
-                job = RerunJob.objects.create(
-                    kind=JobKind.MEASURE,
-                    kernel=kernel,
-                    workload_id=workload_id,
-                    provider=provider,
-                    operation_mode=mode,
-                    metric=metric,
-                    gpu_slug=gpu_slug,
-                    requested_by=requested_by,
-                    reason=reason,
-                    sent_at=timezone.now(),
-                )
-        except IntegrityError:
+        job = RerunJob(
+            kind=JobKind.MEASURE,
+            kernel=kernel,
+            workload_id=workload_id,
+            provider=provider,
+            operation_mode=mode,
+            metric=metric,
+            gpu_slug=gpu_slug,
+            requested_by=requested_by,
+            reason=reason,
+        )
+        if _job_queue(job):
+            _requested_audit(job)
+            outcome.created.append(job)
+        else:
             outcome.skipped.append(f"workload {workload_id} {provider} {mode} {metric}: already queued")
-            continue
-        send_on_commit(job)
-        outcome.created.append(job)
     if outcome.created:
         generation_bump()
     return outcome
@@ -128,31 +153,34 @@ def measure_request(
 def ceilings_request(*, gpu_slug: str, requested_by=None, reason: str = "") -> RerunJob:
     """Queue a measurement of the GPU model's own ceilings (a device-to-device copy and a bf16
     GEMM, registry.reruns.ceilings) on its queue. One active ceilings job per GPU model."""
-    try:
-        with transaction.atomic():
-            job = RerunJob.objects.create(
-                kind=JobKind.CEILINGS,
-                gpu_slug=gpu_slug,
-                requested_by=requested_by,
-                reason=reason,
-                sent_at=timezone.now(),
-            )
-    except IntegrityError:
-        raise JobRefused(f"{gpu_slug} already has an active ceilings job.") from None
-    send_on_commit(job)
+    job = RerunJob(kind=JobKind.CEILINGS, gpu_slug=gpu_slug, requested_by=requested_by, reason=reason)
+    if not _job_queue(job):
+        raise JobRefused(f"{gpu_slug} already has an active ceilings job.")
     generation_bump()
+    _requested_audit(job)
     return job
 
 
 @transaction.atomic
-def job_cancel(*, job: RerunJob) -> bool:
+@transaction.atomic
+def job_cancel(*, job: RerunJob, actor=None) -> bool:
     """A queued job can be cancelled; a running one is left to finish (a worker cannot be
-    stopped halfway without losing what it measured)."""
+    stopped halfway without losing what it measured). A person's cancellation is audited."""
     cancelled = RerunJob.objects.filter(pk=job.pk, state=JobState.QUEUED).update(
         state=JobState.CANCELLED, finished_at=timezone.now(), lease=""
     )
     if cancelled:
         generation_bump()
+        if actor is not None:
+            from attestations.audit import audit_record
+
+            audit_record(
+                actor=actor,
+                target=job,
+                action="cancelled",
+                from_state=JobState.QUEUED,
+                to_state=JobState.CANCELLED,
+            )
     return cancelled == 1
 
 

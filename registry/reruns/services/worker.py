@@ -10,8 +10,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from registry.cache import generation_bump
-from registry.importers import catalog
-from registry.models import JobKind, JobState, RerunJob
+from registry.reruns.models import JobKind, JobState, RerunJob
+from registry.sources.liger import catalog
 
 CPU_SLUG = "cpu"
 LOG_LIMIT = 64_000
@@ -109,9 +109,10 @@ def job_spec(job: RerunJob) -> dict:
     }
 
 
-def job_heartbeat(*, job_id: int, lease: str) -> bool:
-    """The attempt holding `lease` is alive. False once the job is no longer its own."""
-    return _attempt_mark(job_id, lease, "heartbeat_at")
+def job_heartbeat(*, job_id: int, lease: str, worker: str | None = None) -> bool:
+    """The attempt holding `lease` (granted to `worker`, when given) is alive. False once the job
+    is no longer its own."""
+    return _attempt_mark(job_id, lease, "heartbeat_at", worker=worker)
 
 
 def job_result_sent(*, job_id: int, lease: str) -> bool:
@@ -121,9 +122,13 @@ def job_result_sent(*, job_id: int, lease: str) -> bool:
     return _attempt_mark(job_id, lease, "result_sent_at")
 
 
-def _attempt_mark(job_id: int, lease: str, field: str) -> bool:
+def _attempt_mark(job_id: int, lease: str, field: str, worker: str | None = None) -> bool:
     # Only the attempt holding the lease writes; no generation bump, since no page shows either.
+    if not lease:
+        return False
     running = RerunJob.objects.filter(pk=job_id, state=JobState.RUNNING, lease=lease)
+    if worker is not None:
+        running = running.filter(worker_host=worker)
     return running.update(**{field: timezone.now()}) == 1
 
 

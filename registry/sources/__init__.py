@@ -1,0 +1,109 @@
+"""Sources of benchmark data, each a folder of one shape (docs/sources.md says how to add one).
+
+A source is a package `registry/sources/<name>/` whose `__init__.py` defines `SOURCE`, a
+`SourcePlugin`. The shared code (load_bundled_data, source_counts, the pages) reads the plug-ins
+listed here and knows nothing of any one of them. No Django at import time: the harness, which
+runs without Django, imports from these packages too.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import import_module
+from pathlib import Path
+
+# One line per source, in load order (a later source may refer to an earlier one's workloads).
+REGISTERED = [
+    "registry.sources.liger",
+    "registry.sources.kernelbench",
+]
+
+
+@dataclass(frozen=True)
+class SourcePlugin:
+    slug: str  # the Source row's slug
+    name: str
+    package: str
+    # "module:function" loading the data the repository ships (takes progress=, returns a summary).
+    bundled_loader: str
+    licence: Path  # the licence text shipped beside the data
+    provenance: Path  # SOURCE.md: where the data came from and how it was built
+    # Why runs of this source compare with no other source's, in words (the compare page).
+    comparability: str = ""
+    # Import commands this source adds (manage.py names), for docs and checks.
+    commands: tuple[str, ...] = field(default_factory=tuple)
+    # The implementation the others are measured against on a kernel's page (registry/baselines.py),
+    # "" for none.
+    baseline_provider: str = ""
+    # "module:function" taking a search query and returning a Q over Kernel (or None): how the
+    # source's own names for its kernels are found (KernelBench: "L1 #19", "19_ReLU.py").
+    kernel_search: str = ""
+    # "module:function" taking (workload, operation_mode) and returning {bytes, flops, live_bytes,
+    # dtype}, {reason}, or None for a workload not the source's: its speed-of-light count.
+    work_counter: str = ""
+
+    def work_of(self, workload, operation_mode: str):
+        if not self.work_counter:
+            return None
+        module, _, function = self.work_counter.partition(":")
+        return getattr(import_module(module), function)(workload, operation_mode)
+
+    def kernels_matching(self, query: str):
+        if not self.kernel_search:
+            return None
+        module, _, function = self.kernel_search.partition(":")
+        return getattr(import_module(module), function)(query)
+
+    def load_bundled(self, *, progress: Callable[[int], None] | None = None):
+        module, _, function = self.bundled_loader.partition(":")
+        return getattr(import_module(module), function)(progress=progress)
+
+
+def plugins() -> list[SourcePlugin]:
+    """The registered sources, in load order; settings.KERNELINDEX_SOURCES replaces the list
+    (a test adds a toy source that way, without touching this file)."""
+    from django.conf import settings
+
+    names = getattr(settings, "KERNELINDEX_SOURCES", REGISTERED)
+    return [import_module(name).SOURCE for name in names]
+
+
+def plugin_for(slug: str) -> SourcePlugin | None:
+    return next((plugin for plugin in plugins() if plugin.slug == slug), None)
+
+
+def bundled_load_all(*, progress: Callable[[int], None] | None = None) -> dict:
+    """Every registered source's shipped data, in registration order: {name: summary}."""
+    summaries = {}
+    for plugin in plugins():
+        loaded = plugin.load_bundled(progress=progress)
+        summaries.update(loaded if isinstance(loaded, dict) else {plugin.slug: loaded})
+    return summaries
+
+
+def kernels_matching(query: str):
+    """The Q over Kernel that every source's own search adds to the name search, or None."""
+    found = None
+    for plugin in plugins():
+        q = plugin.kernels_matching(query)
+        if q is not None:
+            found = q if found is None else found | q
+    return found
+
+
+def work_counted(workload, operation_mode: str) -> dict | None:
+    """A source's own count of a workload's least bytes and FLOPs (speed of light), or None."""
+    for plugin in plugins():
+        found = plugin.work_of(workload, operation_mode)
+        if found is not None:
+            return found
+    return None
+
+
+def work_counter_files() -> list[Path]:
+    """The files of the registered sources' speed-of-light counters (their formulas)."""
+    files = []
+    for plugin in plugins():
+        if plugin.work_counter:
+            module = import_module(plugin.work_counter.partition(":")[0])
+            files.append(Path(module.__file__))
+    return files

@@ -1,0 +1,148 @@
+"""KernelBench's harness mapping: run a problem file's PyTorch reference under KernelIndex's timing
+protocol (`kernelindex-cpu-v1` here; `kernelindex-cuda-v1` on a GPU), eager or under
+`torch.compile`, with upstream's own way of timing beside it, as the Liger mapping keeps do_bench's.
+
+The problem file is code: it runs only here, in a child process of its own
+(`python -m registry.sources.kernelbench.harness`, a JSON spec on stdin, a JSON result on stdout),
+never in the web process. No Django: the timing loop and statistics are the harness's own
+(registry/reruns/harness/timing.py, registry/stats/medians.py), which import none either (tested).
+"""
+
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+
+from registry.reruns.harness import timing
+from registry.stats import medians as stats
+
+UPSTREAM_WARMUP, UPSTREAM_TRIALS = 3, 100  # KernelBench's time_execution_with_cuda_event defaults
+CONFIGURATIONS = {
+    "eager": None,
+    "compile-inductor-default": {"backend": "inductor", "mode": None},
+}
+CHILD_TIMEOUT_S = 600
+
+
+class HarnessError(RuntimeError):
+    pass
+
+
+def run_spec(spec: dict, *, timeout: float = CHILD_TIMEOUT_S) -> dict:
+    """Run one spec ({"problem_text", "implementation", "device", "timing", "seed"}) in a child
+    process and return its result; HarnessError with the child's last words on a failure."""
+    command = [sys.executable, "-m", "registry.sources.kernelbench.harness"]
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    try:
+        done = subprocess.run(
+            command,
+            input=json.dumps(spec),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise HarnessError(f"the harness ran past {timeout:.0f} s") from None
+    if done.returncode != 0:
+        raise HarnessError(f"the harness failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
+    return json.loads(done.stdout)
+
+
+def _significant(value: float, digits: int = 3) -> float:
+    return float(f"{value:.{digits}g}")
+
+
+def upstream_timing(torch, fn, *, device: str, trials: int = UPSTREAM_TRIALS) -> dict:
+    """Upstream's figure as KernelBench takes it: 3 warm-up calls, then `trials` calls each timed
+    alone (a pair of CUDA events and a synchronize on a GPU; the wall clock on the CPU, which has no
+    events), no L2 flush; mean, std, min and max in ms, rounded to three significant digits."""
+    for _ in range(UPSTREAM_WARMUP):
+        fn()
+    times = []
+    for _ in range(trials):
+        if device == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            began = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - began) * 1000)
+    mean = sum(times) / len(times)
+    std = math.sqrt(sum((t - mean) ** 2 for t in times) / (len(times) - 1)) if len(times) > 1 else 0.0
+    return {
+        "mean": _significant(mean),
+        "std": _significant(std),
+        "min": _significant(min(times)),
+        "max": _significant(max(times)),
+        "num_trials": trials,
+        "timer": "CUDA events" if device == "cuda" else "time.perf_counter (no CUDA events on the CPU)",
+    }
+
+
+def measure(spec: dict) -> dict:
+    """In the child: build the reference Model and its inputs from the problem file, then time it."""
+    import torch
+
+    device = spec.get("device", "cpu")
+    configuration = CONFIGURATIONS[spec.get("implementation", "eager")]
+    torch.manual_seed(spec.get("seed", 0))
+    namespace: dict = {"__name__": "kernelbench_problem"}
+    exec(compile(spec["problem_text"], "problem.py", "exec"), namespace)  # noqa: S102 - the child exists to run it
+    model = namespace["Model"](*namespace["get_init_inputs"]()).to(device).eval()
+    inputs = [x.to(device) if hasattr(x, "to") else x for x in namespace["get_inputs"]()]
+    if configuration is not None:
+        model = torch.compile(model, backend=configuration["backend"], mode=configuration["mode"])
+
+    def call():
+        with torch.no_grad():
+            return model(*inputs)
+
+    settings = spec["timing"]
+    sampled = timing.sample(
+        torch,
+        call,
+        grad_to_none=None,
+        settings=settings,
+        device=device,
+        precision_of=lambda s: stats.relative_precision(s, settings["confidence"]),
+    )
+    samples = sampled.pop("samples")
+    p50, p20, p80 = stats.quantiles(samples)
+    interval = stats.median_interval(samples)
+    return {
+        "median": p50,
+        "p20": p20,
+        "p80": p80,
+        "ci_low": interval[0] if interval else None,
+        "ci_high": interval[1] if interval else None,
+        "samples": samples,
+        "sampling": sampled,
+        "upstream": upstream_timing(
+            torch, call, device=device, trials=spec.get("upstream_trials", UPSTREAM_TRIALS)
+        ),
+        "environment": {
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "machine": platform.machine(),
+            "gpu_name": torch.cuda.get_device_name() if device == "cuda" else "CPU",
+        },
+    }
+
+
+def main() -> None:
+    spec = json.loads(sys.stdin.read())
+    json.dump(measure(spec), sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

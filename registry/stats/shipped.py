@@ -1,0 +1,105 @@
+"""Reruns of the shipped controlled runs (registry/data/controlled-runs/*.json.gz, the
+`kernelindex-controlled-runs/v1` export) as verdict_model.Pair rows: what the model is fitted on
+and checked against. Reads the files with the standard library; no Django."""
+
+import gzip
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from registry.stats import intervals, verdict_model
+
+LATENCY_FAMILY = "kernelindex/cuda-v1"
+
+
+@dataclass(frozen=True)
+class Rerun:
+    """A judged latency rerun of a current kernelindex/cuda-v1 run, and what the figures read."""
+
+    pair: verdict_model.Pair
+    run: str  # the run's external id
+    started_at: str
+    old_verdict: str
+    host_bound: str  # why, or ""
+
+
+def entries(folder: Path):
+    for path in sorted(Path(folder).glob("*.json.gz")):
+        yield from json.loads(gzip.decompress(path.read_bytes()))["runs"]
+
+
+def job_class(entry: dict, measure: dict, rerun: dict | None) -> tuple[str, str]:
+    """(class key, why host-bound or "") of a rerun against its measurement (rerun None: the
+    measurement's own class). Either side at the cap or host-bound puts the pair there."""
+    run = entry["run"]
+    jobs = [measure] + ([rerun] if rerun else [])
+    why = ""
+    for job in jobs:
+        why = why or verdict_model.host_bound_reason(
+            kernel=entry["kernel"]["slug"],
+            provider=entry["implementation"]["provider"],
+            mode=run["operation_mode"],
+            sampling=job.get("sampling") or {},
+            sample_count=len(job.get("samples") or []),
+        )
+    capped = any(verdict_model.power_capped(job.get("gpu_state") or {}) for job in jobs)
+    key = verdict_model.class_key(
+        metric=run["metric"], median_ms=run["median"], capped=capped, host_bound=bool(why)
+    )
+    return key, why
+
+
+def reruns(folder: Path) -> list[Rerun]:
+    """Every judged rerun with four samples or more of a current cuda-v1 latency run that has its
+    measure job (runs of older protocols are judged under their own)."""
+    out = []
+    for entry in entries(folder):
+        run = entry["run"]
+        if entry["protocol"]["comparability_family"] != LATENCY_FAMILY or run["metric"] != "latency":
+            continue
+        measure = next((job for job in entry["jobs"] if job["kind"] == "measure"), None)
+        if measure is None or len(measure["samples"]) < 4:
+            continue
+        old = intervals.median_estimate(measure["samples"], block_ids=_block_ids(measure))
+        target = (
+            entry["kernel"]["slug"],
+            entry["workload"]["slug"],
+            entry["implementation"]["provider"],
+            run["operation_mode"],
+        )
+        for job in entry["jobs"]:
+            if job["kind"] != "rerun" or not job.get("verdict") or len(job["samples"]) < 4:
+                continue
+            key, why = job_class(entry, measure, job)
+            cards = (measure.get("gpu_uuid") or "", job.get("gpu_uuid") or "")
+            pair = verdict_model.Pair(
+                kernel=target[0],
+                workload="/".join(target),
+                key=key,
+                same_card=bool(cards[0]) and cards[0] == cards[1],
+                new=intervals.median_estimate(job["samples"], block_ids=_block_ids(job)),
+                old=old,
+                cards=cards,
+            )
+            started = (job.get("dates") or {}).get("started_at") or ""
+            out.append(Rerun(pair, run["external_id"], started, job["verdict"], why))
+    return out
+
+
+def _block_ids(job: dict):
+    return (job.get("sampling") or {}).get("sample_blocks")
+
+
+def first_reruns(rows: list[Rerun]) -> list[Rerun]:
+    """The first rerun on another card of each run (by start time): the ones no selection of
+    unsettled runs chose."""
+    first = {}
+    for row in sorted(rows, key=lambda r: r.started_at):
+        if not row.pair.same_card:
+            first.setdefault(row.run, row)
+    return list(first.values())
+
+
+def finite(value: float) -> bool:
+    return value is not None and math.isfinite(value)

@@ -1,0 +1,452 @@
+"""The verdict model: which class a rerun belongs to, the between-process variance component of
+each class, the equivalence margin of each class measured from the fleet's card-to-card spread,
+and the checks that keep both honest (leave one kernel out, the shift test). No Django.
+
+A class is metric × duration band × at the power cap or not; host-bound jobs (the GPU waits on
+the host inside the timed pass) are a class of their own for each metric and never count in GPU
+agreement. docs/protocol.md, "Verdicts by class", describes it with the figures of
+scripts/controlled_figures.py --verdicts."""
+
+import math
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from scipy import optimize, stats
+
+from registry.stats import intervals
+
+# Bands of a run's median in ms, largest first: (lower bound, name).
+BANDS = ((10.0, "10 ms and over"), (1.0, "1–10 ms"), (0.1, "0.1–1 ms"), (0.0, "under 0.1 ms"))
+HOST_BOUND = "host-bound"
+MARGIN_QUANTILE = 0.95  # a margin: how far apart 95 in 100 pairs of cards put a workload's median
+MIN_PAIRS = 20  # a floor; a margin also needs a finite interval of its 95th percentile (about 60 pairs)
+# Fewer same-card reruns than this and the component is fitted on the class's group (every band):
+# a fit at the 95th percentile of |z| needs 2 / (1 − 0.95) = 40 reruns for two to lie beyond it.
+MIN_SAME_CARD = 40
+SHIFTS = (0.05, 0.10)
+# The spin ahead of each sample is capped at 20 ms at 2 GHz (harness/timing.py LEAD_CAP_CYCLES);
+# a spin at its cap may not have covered the host's time to queue a call.
+LEAD_CAP_CYCLES = 40_000_000
+POWER_LIMITS = {"sw_power_cap", "hw_power_brake_slowdown"}
+
+
+@dataclass(frozen=True)
+class HostWait:
+    """Calls in an op's timed pass that make the GPU wait on the host, read from upstream's
+    liger-kernel code (its benchmark script and the op it calls)."""
+
+    passes: tuple[str, ...]
+    calls: str
+
+
+FORWARD, BACKWARD = ("forward", "full"), ("backward", "full")
+GRAD_CHECK = "`torch.equal(grad_output, torch.tensor(1.0, device=...))` at the start of its backward, in `liger_kernel/ops/{}`"
+CHUNKED_GRAD_CHECK = (
+    "`torch.ne(grad_output, torch.tensor(1.0, device=...))` in the backward of `liger_kernel/chunked_loss/{}`"
+)
+# (kernel, provider) -> the waits in its timed passes. Passes are upstream's modes: "forward"
+# times the forward, "full" forward and backward, "backward" the backward alone (the forward runs
+# untimed). Any wait there lets the spin ahead of the call run out, so the host's time to queue
+# the rest of the pass is in the figure.
+HOST_WAITS = {
+    ("fused_moe", "huggingface"): (
+        HostWait(
+            FORWARD,
+            "`.nonzero()` on the expert mask, then `torch.where` for each expert hit, in the benchmark's "
+            "`_huggingface_moe_forward`: the host reads the GPU's answer, then queues each expert's work "
+            "in a Python loop",
+        ),
+    ),
+    ("fused_moe", "liger"): (
+        HostWait(
+            FORWARD,
+            "`.item()` on `expert_tile_offset[-1]` (the tile count its buffers are sized by) in "
+            "`liger_kernel/ops/fused_moe.py`",
+        ),
+    ),
+    ("fused_neighborhood_attention", "torch"): (
+        HostWait(
+            FORWARD,
+            "the Python loop of element writes `mask[i, j] = True` in the benchmark's "
+            "`_create_neighborhood_mask`, one launch per element, on every forward",
+        ),
+    ),
+    ("multi_token_attention", "torch"): (
+        HostWait(
+            FORWARD,
+            "`torch.tensor(-1e9, device=...)` and `torch.tensor(0.0, device=...)`, built from Python "
+            "scalars in the benchmark's `TorchMultiTokenAttention.forward`",
+        ),
+    ),
+    ("sparse_multi_token_attention", "torch"): (
+        HostWait(
+            FORWARD,
+            "`torch.tensor(-1e9, device=...)` and `torch.tensor(0.0, device=...)`, built from Python "
+            "scalars in the benchmark's sparse multi-token attention forward",
+        ),
+    ),
+    ("cross_entropy", "liger"): (
+        HostWait(FORWARD, "`target_mask.sum().item()` in `liger_kernel/ops/cross_entropy.py`'s forward"),
+        HostWait(BACKWARD, GRAD_CHECK.format("cross_entropy.py")),
+    ),
+    ("fused_linear_cross_entropy", "liger"): (
+        HostWait(FORWARD, "`target_mask.sum().item()` in `liger_kernel/ops/fused_linear_cross_entropy.py`"),
+        HostWait(BACKWARD, GRAD_CHECK.format("fused_linear_cross_entropy.py")),
+    ),
+    ("jsd", "liger"): (HostWait(BACKWARD, GRAD_CHECK.format("jsd.py")),),
+    ("kl_div", "liger"): (HostWait(BACKWARD, GRAD_CHECK.format("kl_div.py")),),
+    ("tvd", "liger"): (HostWait(BACKWARD, GRAD_CHECK.format("tvd.py")),),
+    ("fused_linear_jsd", "liger"): (
+        HostWait(
+            BACKWARD,
+            "`torch.ne(grad_output, torch.tensor(1.0, device=...))` in `liger_kernel/ops/fused_linear_jsd.py`",
+        ),
+    ),
+    ("distill_jsd_loss", "liger"): (
+        HostWait(BACKWARD, CHUNKED_GRAD_CHECK.format("fused_linear_distillation.py")),
+    ),
+    ("distill_cosine_loss", "liger"): (
+        HostWait(BACKWARD, CHUNKED_GRAD_CHECK.format("fused_linear_distillation.py")),
+    ),
+    ("fused_linear_cpo_loss", "liger"): (
+        HostWait(BACKWARD, CHUNKED_GRAD_CHECK.format("fused_linear_preference.py")),
+    ),
+    ("fused_linear_orpo_loss", "liger"): (
+        HostWait(BACKWARD, CHUNKED_GRAD_CHECK.format("fused_linear_preference.py")),
+    ),
+}
+
+
+def band(median_ms: float) -> str:
+    return next(name for low, name in BANDS if median_ms >= low)
+
+
+def host_bound_reason(*, kernel: str, provider: str, mode: str, sampling: dict, sample_count: int) -> str:
+    """Why a job's time includes the host's pace, or "" when it is GPU-timed: a wait named in
+    HOST_WAITS in its pass; half its calls or more host-paced (the harness's reading); or, for a
+    job recorded before that was read, its spin at the cap."""
+    waits = [wait.calls for wait in HOST_WAITS.get((kernel, provider), ()) if mode in wait.passes]
+    if waits:
+        return "its timed pass waits on the host: " + "; ".join(waits)
+    paced = sampling.get("host_paced_samples")
+    if isinstance(paced, int) and sample_count and paced * 2 >= sample_count:
+        return f"{paced} of its {sample_count} calls took the host longer to queue than the GPU took to run"
+    if not isinstance(paced, int) and (sampling.get("lead_cycles") or 0) >= LEAD_CAP_CYCLES:
+        return "the spin ahead of its calls reached its cap, so the host may have kept the GPU waiting"
+    return ""
+
+
+def power_capped(gpu_state: dict) -> bool:
+    """At the power cap. Since NVML is sampled through the timing (gpu_state["blocks"], each with
+    the share of its readings that named each reason): a power limit in half the readings of a
+    block or more. Before that: the reading taken after the timing names a power limit (the
+    reading before belongs to the previous job)."""
+    state = gpu_state if isinstance(gpu_state, dict) else {}
+    blocks = state.get("blocks")
+    if isinstance(blocks, list):
+        for block in blocks:
+            reasons = block.get("reasons") if isinstance(block, dict) else None
+            if isinstance(reasons, dict) and any(
+                isinstance(reasons.get(limit), int | float) and reasons[limit] >= 0.5
+                for limit in POWER_LIMITS
+            ):
+                return True
+        return False
+    after = state.get("after") or {}
+    return bool(POWER_LIMITS & set(after.get("reasons") or []))
+
+
+def class_key(*, metric: str, median_ms: float, capped: bool, host_bound: bool) -> str:
+    if host_bound:
+        return f"{metric}|{HOST_BOUND}"
+    return f"{metric}|{band(median_ms)}|{'at the power cap' if capped else 'below the power cap'}"
+
+
+def class_words(key: str) -> str:
+    """A class in a visitor's words: "1–10 ms ops below the power cap"."""
+    parts = key.split("|")
+    if parts[1] == HOST_BOUND:
+        return "ops whose timed pass includes the host's pace"
+    return f"{parts[1]} ops {parts[2]}"
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One rerun against its run's measurement: the data every fit and check reads."""
+
+    kernel: str
+    workload: str  # the target (kernel, workload, provider, pass), for the pooled reference
+    key: str  # class_key
+    same_card: bool
+    new: intervals.MedianEstimate
+    old: intervals.MedianEstimate
+    cards: tuple[str, str]  # measuring card, rerun's card
+
+    @property
+    def log_ratio(self) -> float:
+        return self.new.log_median - self.old.log_median
+
+
+@dataclass
+class ClassParameters:
+    process_sd: float  # between-process component, one SD of a log median
+    process_df: float
+    process_from: str  # which same-card reruns it was fitted on
+    margin: float  # relative
+    margin_from: str  # words: which cross-card pairs it was measured on
+    margin_pairs: int
+    margin_interval: tuple[float, float] = (math.nan, math.nan)
+
+
+@dataclass
+class Model:
+    gpu: str
+    confidence: float
+    classes: dict[str, ClassParameters] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {
+            "gpu": self.gpu,
+            "confidence": self.confidence,
+            "margin_quantile": MARGIN_QUANTILE,
+            "classes": {key: _rounded(asdict(value)) for key, value in sorted(self.classes.items())},
+        }
+
+    @classmethod
+    def from_json(cls, document: dict) -> "Model":
+        classes = {}
+        for key, value in document["classes"].items():
+            value = {name: (math.nan if figure is None else figure) for name, figure in value.items()}
+            value["process_df"] = math.inf if math.isnan(value["process_df"]) else value["process_df"]
+            value["margin_interval"] = tuple(math.nan if v is None else v for v in value["margin_interval"])
+            classes[key] = ClassParameters(**value)
+        return cls(gpu=document["gpu"], confidence=document["confidence"], classes=classes)
+
+    def parameters(self, key: str) -> ClassParameters | None:
+        return self.classes.get(key)
+
+
+@dataclass(frozen=True)
+class Judged:
+    verdict: str
+    difference: intervals.Difference
+    key: str
+    margin: float
+    words: str  # "agrees: within the ±3.1% that two H200 cards differ on 1–10 ms ops below the power cap"
+
+
+def judge(
+    model: Model,
+    key: str,
+    new: intervals.MedianEstimate,
+    old: intervals.MedianEstimate,
+    *,
+    gpu_name: str = "H200",
+) -> Judged | None:
+    """The verdict on a rerun of class `key`: the interval of the difference of the two medians
+    against the class's margin; None for a class the model lacks.
+
+    The margin is measured on medians of separate processes on separate cards, so it already
+    holds the spread between processes and between cards; the interval therefore carries what
+    the margin cannot know, each job's own between-block variance (Student's t, Satterthwaite's
+    df), and not the between-process component a second time. That component belongs to the
+    measurement's interval for a rerun (rerun_interval), whose coverage same-card reruns check."""
+    params = model.parameters(key)
+    if params is None:
+        return None
+    diff = intervals.difference(new, old, confidence=model.confidence)
+    verdict = intervals.equivalence_verdict(diff.low, diff.high, params.margin)
+    return Judged(verdict, diff, key, params.margin, verdict_words(verdict, key, params.margin, gpu_name))
+
+
+def verdict_words(verdict: str, key: str, margin: float, gpu_name: str = "H200") -> str:
+    where = f"the ±{margin:.1%} that two {gpu_name} cards differ on {class_words(key)}"
+    return {
+        "agrees": f"agrees: within {where}",
+        "disagrees": f"disagrees: outside {where}",
+        "inconclusive": f"inconclusive: neither wholly within nor wholly outside {where}",
+    }[verdict]
+
+
+def fit(pairs: list[Pair], *, gpu: str, confidence: float = intervals.CONFIDENCE) -> Model:
+    """Fit every class seen in `pairs`: its between-process component from same-card reruns, then
+    its margin from cross-card pairs."""
+    model = Model(gpu=gpu, confidence=confidence)
+    for key in sorted({pair.key for pair in pairs}):
+        sd, df, source = fit_process_component(pairs, key)
+        margin, count, low, high, margin_from = fit_margin(pairs, key)
+        model.classes[key] = ClassParameters(sd, df, source, margin, margin_from, count, (low, high))
+    return model
+
+
+def fit_process_component(
+    pairs: list[Pair], key: str, *, share: float = intervals.CONFIDENCE
+) -> tuple[float, float, str]:
+    """The between-process component of a class (one SD of a log median), from same-card reruns:
+    the least σ for which `share` of their log ratios, each divided by its own standard error
+    sqrt(within-job variances + 2σ²), lie within the normal's central `share` (|z| ≤ 1.96 for
+    95%): fitted at the confidence the intervals claim, since same-card differences have heavier
+    tails than a normal, and a fit at the median |z| leaves a 95% interval covering about 81%.
+    Each pair keeps its own within-job variance (jobs differ in it by orders of magnitude). A class with too
+    few same-card reruns borrows from the nearest group that has enough (_component_scopes)."""
+    for scope, match in _component_scopes(key):
+        same = [p for p in pairs if p.same_card and match(p.key)]
+        if len(same) >= MIN_SAME_CARD:
+            ratios = np.abs([p.log_ratio for p in same])
+            within = np.array([p.new.variance + p.old.variance for p in same])
+            sd = _component_for_z(ratios, within, share=share)
+            return sd, float(len(same) - 1), f"{len(same)} same-card reruns of {scope}"
+    return 0.0, math.inf, "no same-card reruns"
+
+
+def _component_for_z(ratios: np.ndarray, within: np.ndarray, *, share: float) -> float:
+    target = stats.norm.ppf((1 + share) / 2)
+
+    def excess(sd: float) -> float:
+        return float(np.quantile(ratios / np.sqrt(within + 2 * sd**2), share)) - target
+
+    if excess(0.0) <= 0:
+        return 0.0
+    return float(optimize.brentq(excess, 0.0, 10.0))
+
+
+def fit_margin(pairs: list[Pair], key: str) -> tuple[float, int, float, float, str]:
+    """The margin of a class: the MARGIN_QUANTILE of |difference| between two cards' medians of
+    the same workload (cross-card pairs of the class), with its distribution-free 95% interval.
+    A class whose pairs are too few for that interval to be finite (about 60) has its margin
+    measured on the nearest group whose pairs are enough (_component_scopes: its band at and
+    below the cap, then its side of 1 ms, then every GPU-timed op)."""
+    for scope, match in _component_scopes(key):
+        cross = [abs(math.expm1(p.log_ratio)) for p in pairs if not p.same_card and match(p.key)]
+        if len(cross) >= MIN_PAIRS:
+            margin, low, high = intervals.quantile_interval(cross, q=MARGIN_QUANTILE)
+            if math.isfinite(low) and math.isfinite(high):
+                return margin, len(cross), low, high, f"{len(cross)} pairs of cards on {scope}"
+    return math.nan, 0, math.nan, math.nan, "no pairs of cards"
+
+
+LONG_BANDS = {name for low, name in BANDS if low >= 1.0}
+
+
+def _component_scopes(key: str):
+    """Where a class's between-process component is fitted: the class; else its band at and below
+    the cap; else every band on its side of 1 ms (process-to-process spread follows how long an
+    op runs: under 1 ms it is several times larger); else every GPU-timed class of its metric."""
+    metric, rest = key.split("|", 1)
+    yield class_words(key), lambda other: other == key
+    if rest == HOST_BOUND:
+        return
+    band_name = rest.split("|")[0]
+    long_op = band_name in LONG_BANDS
+
+    def parts(other: str) -> list[str]:
+        return other.split("|")
+
+    yield (
+        f"{band_name} ops at and below the power cap",
+        lambda other: other.startswith(f"{metric}|{band_name}|"),
+    )
+    yield (
+        "ops of 1 ms and over" if long_op else "ops under 1 ms",
+        lambda other: (
+            parts(other)[0] == metric
+            and parts(other)[1] != HOST_BOUND
+            and (parts(other)[1] in LONG_BANDS) == long_op
+        ),
+    )
+    yield "every GPU-timed op", lambda other: parts(other)[0] == metric and parts(other)[1] != HOST_BOUND
+
+
+def verdicts(model: Model, pairs: list[Pair], *, shift: float = 0.0) -> list[str]:
+    """The verdict on each pair under `model`, the rerun's samples scaled by (1 + shift)."""
+    out = []
+    for pair in pairs:
+        new = pair.new
+        if shift:
+            new = intervals.MedianEstimate(
+                new.log_median + math.log1p(shift), new.variance, new.df, new.blocks
+            )
+        judged = judge(model, pair.key, new, pair.old)
+        out.append(judged.verdict if judged else "unjudged")
+    return out
+
+
+def leave_one_kernel_out(pairs: list[Pair], *, gpu: str, select) -> list[str]:
+    """Each kernel's selected pairs judged under a model fitted on every other kernel's pairs."""
+    out = []
+    for kernel in sorted({p.kernel for p in pairs}):
+        model = fit([p for p in pairs if p.kernel != kernel], gpu=gpu)
+        out.extend(verdicts(model, [p for p in pairs if p.kernel == kernel and select(p)]))
+    return out
+
+
+def coverage(model: Model, pairs: list[Pair]) -> float:
+    """Of same-card reruns, the share whose median lies inside the measurement's 95% interval for
+    a rerun's median (rerun_interval)."""
+    inside = []
+    for pair in pairs:
+        low, high = rerun_interval(model, pair.key, pair.old)
+        inside.append(low <= pair.new.median <= high)
+    return float(np.mean(inside)) if inside else math.nan
+
+
+def leave_one_kernel_out_coverage(pairs: list[Pair], *, gpu: str, select) -> float:
+    """coverage() with each kernel's selected same-card reruns judged by a model fitted on every
+    other kernel's pairs: the component is not checked on the reruns it was fitted on."""
+    inside, count = 0.0, 0
+    for kernel in sorted({p.kernel for p in pairs}):
+        mine = [p for p in pairs if p.kernel == kernel and p.same_card and select(p)]
+        if mine:
+            model = fit([p for p in pairs if p.kernel != kernel], gpu=gpu)
+            mine = [p for p in mine if model.parameters(p.key) is not None]
+            inside += coverage(model, mine) * len(mine) if mine else 0.0
+            count += len(mine)
+    return inside / count if count else math.nan
+
+
+def without_process_component(model: Model) -> Model:
+    """The same model with every class's between-process component at zero: the within-job
+    interval alone, for comparison."""
+    classes = {key: ClassParameters(**{**asdict(p), "process_sd": 0.0}) for key, p in model.classes.items()}
+    return Model(gpu=model.gpu, confidence=model.confidence, classes=classes)
+
+
+def rerun_interval(model: Model, key: str, old: intervals.MedianEstimate) -> tuple[float, float]:
+    """Where another process's median of the same work falls, 95 times in 100: the job's
+    between-block variance twice (its own, and a rerun's of the same length), and the class's
+    between-process component once for each process."""
+    params = model.parameters(key)
+    doubled = intervals.MedianEstimate(old.log_median, 2 * old.variance, old.df, old.blocks)
+    return intervals.median_interval(
+        doubled,
+        process_variance=2 * params.process_sd**2,
+        process_df=params.process_df,
+        confidence=model.confidence,
+    )
+
+
+def card_offsets(medians: list[tuple[str, str, float]]) -> dict[str, list[float]]:
+    """For (card, workload, log median) rows: each card's log offsets from the median of the other
+    cards' medians of each workload it measured that another card measured too."""
+    by_workload = defaultdict(dict)
+    for card, workload, value in medians:
+        by_workload[workload].setdefault(card, []).append(value)
+    offsets = defaultdict(list)
+    for cards in by_workload.values():
+        per_card = {card: float(np.median(values)) for card, values in cards.items()}
+        for card, value in per_card.items():
+            others = [v for c, v in per_card.items() if c != card]
+            if others:
+                offsets[card].append(value - float(np.median(others)))
+    return dict(offsets)
+
+
+def _rounded(value):
+    if isinstance(value, float):
+        return None if not math.isfinite(value) else round(value, 6)
+    if isinstance(value, tuple | list):
+        return [_rounded(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    return value

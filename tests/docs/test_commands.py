@@ -1,0 +1,255 @@
+"""The commands of README.md and docs/ work as written.
+
+- Every `manage.py ...` line in README.md and docs/ is accepted by that command's own argument
+  parser (placeholders filled in as a reader would).
+- The README walked on a fresh copy of the repository, in order: `python3 scripts/dev.py run`
+  serves the site; the next steps' blocks run as written and exit 0; signing up prints the
+  confirmation link in the run command's output, as the README says; SIGTERM to the run command
+  stops its children, so the port is free again.
+- The PostgreSQL section's `createdb` line creates a database that the `export` lines then reach.
+- The test command runs pytest with the arguments given.
+"""
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from http.cookiejar import CookieJar
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+from django.core.management import get_commands, load_command_class
+
+from tests.docs.commands import ROOT, doc_files, manage_invocations, sections, shell_lines
+
+README = (ROOT / "README.md").read_text()
+PORT = 8241
+VENV = (ROOT / ".venv").resolve()
+PG = "postgres://postgres@127.0.0.1:5432"
+README_DATABASE = "ki_people_readme"
+
+
+def every_invocation():
+    for path in doc_files():
+        for name, args, line in manage_invocations(path.read_text()):
+            yield pytest.param(name, args, id=f"{path.relative_to(ROOT)}: {line[:70]}")
+
+
+def test_the_readme_is_read_in_five_minutes():
+    assert len(README.splitlines()) <= 200
+    assert "![" in README and "docs/screenshots/" in README
+    assert "python3 scripts/dev.py run" in README and "python3 scripts/dev.py test" in README
+    for line in README.splitlines():
+        assert not re.search(r"(?<![./\w])python manage\.py", line), line
+
+
+def test_every_doc_the_readme_and_index_name_exists():
+    for text in (README, (ROOT / "docs" / "index.md").read_text()):
+        for name in re.findall(r"`((?:docs/)?[\w./-]+\.md)`", text):
+            path = ROOT / name if name.startswith("docs/") or "/" not in name else ROOT / "docs" / name
+            if not path.exists():
+                path = ROOT / "docs" / name
+            assert path.exists(), name
+
+
+@pytest.mark.parametrize(("name", "args"), list(every_invocation()))
+def test_every_manage_py_line_is_accepted_by_its_commands_parser(name, args):
+    commands = get_commands()
+    assert name in commands, f"no management command {name!r}"
+    parser = load_command_class(commands[name], name).create_parser("manage.py", name)
+    parser.parse_args(args)  # a CommandError names the bad argument
+
+
+def test_a_wrong_argument_is_caught_by_that_check():
+    name, args, _ = manage_invocations(
+        "```sh\n.venv/bin/python manage.py moderator_add admin --no-such-flag\n```"
+    )[0]
+    parser = load_command_class(get_commands()[name], name).create_parser("manage.py", name)
+    with pytest.raises(Exception, match="no-such-flag"):
+        parser.parse_args(args)
+
+
+def fresh_copy(destination: Path) -> Path:
+    """The tracked files of this checkout (a fresh clone's state), with this machine's .venv."""
+    names = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in filter(None, names.decode().split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            (destination / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, destination / name)
+    (destination / ".venv").symlink_to(VENV)
+    return destination
+
+
+def clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PYTEST_"))}
+    for name in (
+        "DATABASE_URL",
+        "CELERY_BROKER_URL",
+        "CACHE_URL",
+        "KERNELINDEX_VAR_DIR",
+        "DEBUG",
+        "SECRET_KEY",
+    ):
+        env.pop(name, None)
+    return env
+
+
+def port_free(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def wait_for(url: str, process: subprocess.Popen, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "scripts/dev.py run exited"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(2)
+    raise AssertionError(f"{url} did not answer in {seconds} s")
+
+
+def processes_in(folder: Path) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if Path(os.readlink(proc / "cwd")).resolve() == folder.resolve():
+                    pids.append(int(proc.name))
+            except OSError:
+                continue
+    return pids
+
+
+def sign_up(base: str) -> None:
+    jar = CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    page = opener.open(f"{base}/accounts/signup/").read().decode()
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+    form = {
+        "csrfmiddlewaretoken": token,
+        "username": "newcomer",
+        "email": "newcomer@example.com",
+        "password1": "a-long-password-42!",
+        "password2": "a-long-password-42!",
+    }
+    request = urllib.request.Request(
+        f"{base}/accounts/signup/",
+        data=urlencode(form).encode(),
+        headers={"Referer": f"{base}/accounts/signup/"},
+    )
+    opener.open(request).read()
+
+
+@pytest.mark.skipif(not port_free(PORT), reason=f"port {PORT} is busy")
+def test_the_readme_walked_on_a_fresh_copy(tmp_path):
+    copy = fresh_copy(tmp_path / "kernelindex")
+    readme = sections(README)
+    (run_line,) = shell_lines(readme["Run it"])
+    log = (tmp_path / "run.log").open("w")
+    runner = subprocess.Popen(
+        [*shlex.split(run_line), "--port", str(PORT)],
+        cwd=copy,
+        env=clean_env(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{PORT}"
+    try:
+        wait_for(f"{base}/", runner, seconds=420)
+        assert (copy / ".env").read_text().startswith("#")  # the development .env it writes
+        for line in shell_lines(readme["Next steps"]):
+            done = subprocess.run(
+                ["bash", "-c", line], cwd=copy, env=clean_env(), capture_output=True, text=True
+            )
+            assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
+        sign_up(base)
+        deadline = time.monotonic() + 30
+        while (
+            "/accounts/confirm-email/" not in (tmp_path / "run.log").read_text()
+            and time.monotonic() < deadline
+        ):
+            time.sleep(1)
+        assert "/accounts/confirm-email/" in (tmp_path / "run.log").read_text()
+    finally:
+        runner.send_signal(signal.SIGTERM)
+        runner.wait(timeout=60)
+        log.close()
+    assert port_free(PORT), "a child of scripts/dev.py run still holds the port"
+    time.sleep(1)
+    assert processes_in(copy) == []
+
+
+def psql(database: str, sql: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["psql", "-h", "127.0.0.1", "-U", "postgres", "-d", database, "-qAt", "-c", sql],
+        capture_output=True,
+        text=True,
+    )
+
+
+@pytest.mark.skipif(shutil.which("createdb") is None, reason="no PostgreSQL client here")
+def test_the_postgresql_section_creates_the_database_it_then_uses():
+    """Run under this helper's own database name, never the README's shared one."""
+    lines = shell_lines(sections(README)["With PostgreSQL and Redis"])
+    (createdb,) = [line for line in lines if line.startswith("createdb ")]
+    exports = [line for line in lines if line.startswith("export ")]
+    assert createdb.split()[-1] == "kernelindex" and any("/kernelindex" in line for line in exports)
+    if psql("postgres", "select 1").returncode != 0:
+        pytest.skip("no PostgreSQL server on 127.0.0.1:5432")
+    psql("postgres", f"drop database if exists {README_DATABASE}")
+    try:
+        created = subprocess.run(
+            shlex.split(createdb)[:-1] + [README_DATABASE], capture_output=True, text=True
+        )
+        assert created.returncode == 0, created.stderr
+        script = "\n".join(
+            [*(line.replace("/kernelindex", f"/{README_DATABASE}") for line in exports), "export DEBUG=1"]
+            + [".venv/bin/python manage.py check --database default"]
+        )
+        checked = subprocess.run(
+            ["bash", "-c", script], cwd=ROOT, env=clean_env(), capture_output=True, text=True
+        )
+        assert checked.returncode == 0, checked.stderr
+    finally:
+        psql("postgres", f"drop database if exists {README_DATABASE}")
+
+
+def test_the_test_command_runs_pytest_with_the_arguments_given(tmp_path):
+    copy = fresh_copy(tmp_path / "kernelindex")
+    (test_line,) = shell_lines(sections(README)["Test it"])
+    env = clean_env()
+    done = subprocess.run(
+        [
+            *shlex.split(test_line),
+            "tests/docs/test_commands.py",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            "parser",
+        ],
+        cwd=copy,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert re.search(r"\d+ passed", done.stdout)
+    assert (copy / "node_modules" / "axe-core" / "axe.min.js").exists() or shutil.which("npm") is None

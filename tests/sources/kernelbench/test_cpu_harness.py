@@ -1,0 +1,69 @@
+"""A KernelBench problem's reference measured on the CPU under kernelindex-cpu-v1 (a real torch CPU
+build, a real child process), and recorded as a controlled run: two small level-1 problems as
+upstream first published them (commit cf8edaab, 2024-12-01)."""
+
+import subprocess
+import sys
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.test import Client, override_settings
+
+from registry.integrity import registry_verify
+from registry.models import BenchmarkRun, EvidenceLevel
+from registry.sources.kernelbench.history import versions
+from registry.sources.kernelbench.services import BUNDLED, kernelbench_import
+from tests.sources.kernelbench.conftest import row, write_folder
+
+pytestmark = pytest.mark.django_db
+FIRST = versions(BUNDLED)[0]
+SMALL = ("100_HingeLoss.py", "41_Max_Pooling_1D.py")
+TIMING = {"budget_s": 1.0, "min_samples": 30, "max_samples": 5000}
+
+
+@pytest.fixture
+def small_problems(tmp_path):
+    problems = {("level1", f): FIRST.problem_text(FIRST.problems[("level1", f)]) for f in SMALL}
+    version = {
+        "subject": "add baseline times",
+        "date": "2024-12-01T13:56:42-08:00",
+        "files": {"results/timing/L40S/baseline_time_torch.json": {"level1": {f: row(0.05) for f in SMALL}}},
+        "problems": problems,
+    }
+    kernelbench_import(path=write_folder(tmp_path / "kb", [version]))
+    return BenchmarkRun.objects.filter(source__slug="kernelbench")
+
+
+def test_the_harness_mapping_imports_no_django():
+    code = (
+        "import sys, registry.sources.kernelbench.harness; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'django'))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("problem", SMALL)
+def test_a_small_level_1_problem_is_measured_on_the_cpu_and_recorded(small_problems, problem, capsys):
+    of = small_problems.get(kernel__description__contains=problem)
+    with override_settings(CONTROLLED_TIMING={**settings.CONTROLLED_TIMING, **TIMING}):
+        call_command("measure_kernelbench", str(of.pk))
+    measured = BenchmarkRun.objects.get(source__slug="kernelindex-controlled")
+    assert measured.evidence_level == EvidenceLevel.MEASURED
+    assert measured.workload_id == of.workload_id and measured.kernel_id == of.kernel_id
+    assert measured.environment.product == "CPU" and measured.protocol.name == "kernelindex-cpu-v1"
+    job = measured.measured_by_jobs.get()
+    assert len(job.samples) >= 30 and job.p20 <= job.median <= job.p80
+    assert job.upstream["num_trials"] == 100 and job.upstream["mean"] > 0
+    assert measured.manifest["items"][0]["spec"]["results"]["samples"] == job.samples
+    assert list(registry_verify()) == []
+    page = measured.get_absolute_url()
+    assert "upstream" in capsys.readouterr().out
+    assert Client().get(page).status_code == 200

@@ -1,0 +1,66 @@
+"""docs/protocol.md, "Verdicts by class", gives the figures scripts/controlled_figures.py
+--verdicts computes from the shipped runs today, and the shipped model is the one it fits."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def figures() -> dict:
+    spec = importlib.util.spec_from_file_location(
+        "controlled_figures", ROOT / "scripts" / "controlled_figures.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.verdict_figures(module.FOLDER)
+
+
+def section() -> str:
+    text = (ROOT / "docs" / "protocol.md").read_text()
+    start = text.index("## Verdicts by class")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def expected_lines(figures: dict) -> list[str]:
+    """The section's table rows and figures, as the script gives them."""
+    model = figures["model"]
+    lines = []
+    for key, params in sorted(model.classes.items()):
+        counts = figures.get(f"class {key}", (0, 0, 0))
+        verdicts = " / ".join(str(n) for n in counts) if sum(counts) else "—"
+        lines.append(
+            f"| {key.split('|', 1)[1].replace('|', ', ')} | {params.process_sd:.2%} | ±{params.margin:.1%} ({params.margin_from}) "
+            f"| {verdicts} |"
+        )
+    pct = "{:.1%}".format
+    lines += [
+        f"| GPU-timed latency reruns on another card | {pct(figures['cross agree'])} agree, "
+        f"{pct(figures['cross disagree'])} disagree, of {figures['cross n']:,} |",
+        f"| the first rerun on another card of each run | {pct(figures['first agree'])} agree |",
+        f"| leave one kernel out | {pct(figures['loko agree'])} agree |",
+        f"| same-card coverage of the interval for a rerun | {pct(figures['coverage'])} of {figures['same n']} "
+        f"({pct(figures['coverage loko'])} with each kernel's component fitted on the others; "
+        f"{pct(figures['coverage within'])} from the within-job variance alone) |",
+        f"| shift test, +5% (GPU-timed, 0.1 ms or more) | {pct(figures['shift 5% agree'])} agree |",
+        f"| shift test, +10% | {pct(figures['shift 10% disagree'])} disagree |",
+        f"| host-bound reruns, counted apart | {figures['host-bound reruns']} |",
+        f"| current cuda-v1 latency runs `reproduced` | {pct(figures['reproduced share'])} of all; "
+        f"{pct(figures['reproduced gpu share'])} of the GPU-timed ones |",
+    ]
+    return lines
+
+
+def test_the_section_gives_the_scripts_figures(figures):
+    text = section()
+    for line in expected_lines(figures):
+        assert line in text, f"docs/protocol.md lacks: {line}"
+
+
+def test_the_shipped_model_is_the_one_the_script_fits(figures):
+    shipped = json.loads((ROOT / "registry" / "data" / "verdict-model-nvidia-h200.json").read_text())
+    assert shipped == figures["model"].to_json()

@@ -1,0 +1,170 @@
+"""registry/stats/verdict_model.py: classes, the host-bound rule, the fits of the between-process
+component and of the margin, leave-one-kernel-out, the shift test, and the shipped model."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from registry.stats import intervals, verdict_model
+
+SHIPPED = Path(__file__).resolve().parents[2] / "registry" / "data" / "verdict-model-nvidia-h200.json"
+KEY = "latency|1–10 ms|below the power cap"
+
+
+def estimate(log_median: float, variance: float = 1e-6) -> intervals.MedianEstimate:
+    return intervals.MedianEstimate(log_median, variance, 9, 10)
+
+
+def pairs(rng, *, count: int, process_sd: float, card_sd: float, kernel: str = "k", key: str = KEY):
+    """Reruns on the same card (process noise) and on another card (process and card noise)."""
+    out = []
+    for i in range(count):
+        same = i % 2 == 0
+        offset = 0.0 if same else rng.normal(0, card_sd * math.sqrt(2))
+        ratio = offset + rng.normal(0, process_sd * math.sqrt(2))
+        out.append(
+            verdict_model.Pair(
+                kernel,
+                f"w{i}",
+                key,
+                same,
+                estimate(ratio),
+                estimate(0.0),
+                ("GPU-a", "GPU-a" if same else "GPU-b"),
+            )
+        )
+    return out
+
+
+class TestClasses:
+    def test_bands_follow_the_runs_median(self):
+        assert [verdict_model.band(m) for m in (0.05, 0.5, 5, 50)] == [
+            "under 0.1 ms",
+            "0.1–1 ms",
+            "1–10 ms",
+            "10 ms and over",
+        ]
+
+    def test_the_power_cap_is_read_after_the_timing_not_before(self):
+        assert verdict_model.power_capped({"before": {"reasons": []}, "after": {"reasons": ["sw_power_cap"]}})
+        assert not verdict_model.power_capped(
+            {"before": {"reasons": ["sw_power_cap"]}, "after": {"reasons": []}}
+        )
+
+    def test_the_power_cap_sampled_through_the_timing_counts_when_half_a_blocks_readings_name_it(self):
+        state = {"blocks": [{"reasons": {"sw_power_cap": 0.2}}, {"reasons": {"sw_power_cap": 0.6}}]}
+        assert verdict_model.power_capped(state)
+        assert not verdict_model.power_capped(
+            {"blocks": [{"reasons": {"sw_power_cap": 0.4}}, {"reasons": {}}]}
+        )
+
+    def test_host_bound_is_its_own_class_in_words_a_visitor_reads(self):
+        key = verdict_model.class_key(metric="latency", median_ms=5, capped=True, host_bound=True)
+        assert verdict_model.class_words(key) == "ops whose timed pass includes the host's pace"
+        assert verdict_model.class_words(KEY) == "1–10 ms ops below the power cap"
+
+    def test_the_words_state_verdict_margin_and_class(self):
+        words = verdict_model.verdict_words("agrees", KEY, 0.031)
+        assert (
+            words == "agrees: within the ±3.1% that two H200 cards differ on 1–10 ms ops below the power cap"
+        )
+
+
+class TestHostBound:
+    def test_a_wait_named_in_upstreams_code_makes_its_passes_host_bound(self):
+        reason = verdict_model.host_bound_reason(
+            kernel="fused_moe", provider="huggingface", mode="forward", sampling={}, sample_count=40
+        )
+        assert "nonzero()" in reason
+
+    def test_a_pass_without_the_wait_is_gpu_timed_unless_its_calls_say_otherwise(self):
+        common = {"kernel": "cross_entropy", "provider": "liger", "mode": "backward", "sample_count": 40}
+        assert "torch.equal" in verdict_model.host_bound_reason(**common, sampling={})
+        forward_only = {"kernel": "fused_moe", "provider": "liger", "mode": "backward", "sample_count": 40}
+        assert verdict_model.host_bound_reason(**forward_only, sampling={"host_paced_samples": 19}) == ""
+        assert "20 of its 40 calls" in verdict_model.host_bound_reason(
+            **forward_only, sampling={"host_paced_samples": 20}
+        )
+
+    def test_a_job_from_before_the_pace_was_read_is_host_bound_when_its_spin_hit_the_cap(self):
+        common = {"kernel": "geglu", "provider": "liger", "mode": "full", "sample_count": 40}
+        assert verdict_model.host_bound_reason(**common, sampling={"lead_cycles": 40_000_000})
+        assert not verdict_model.host_bound_reason(**common, sampling={"lead_cycles": 39_999_999})
+
+
+class TestFits:
+    def test_the_process_component_is_recovered_from_same_card_reruns(self):
+        rng = np.random.default_rng(3)
+        data = pairs(rng, count=2000, process_sd=0.01, card_sd=0.02)
+        sd, df, source = verdict_model.fit_process_component(data, KEY)
+        assert sd == pytest.approx(0.01, rel=0.15)
+        assert df == 999 and source.startswith("1000 same-card reruns of 1–10 ms ops")
+
+    def test_the_margin_is_the_95th_percentile_of_how_far_apart_two_cards_put_a_median(self):
+        rng = np.random.default_rng(4)
+        data = pairs(rng, count=400, process_sd=0.002, card_sd=0.01)
+        margin, count, low, high, source = verdict_model.fit_margin(data, KEY)
+        apart = [abs(math.expm1(p.log_ratio)) for p in data if not p.same_card]
+        assert margin == pytest.approx(np.quantile(apart, 0.95))
+        assert count == 200 and low < margin < high
+        assert source == "200 pairs of cards on 1–10 ms ops below the power cap"
+
+    def test_a_class_too_few_to_bound_its_95th_percentile_is_measured_on_its_band(self):
+        rng = np.random.default_rng(5)
+        few = "latency|10 ms and over|below the power cap"
+        capped = "latency|10 ms and over|at the power cap"
+        data = (
+            pairs(rng, count=80, process_sd=0.002, card_sd=0.01, key=few)
+            + pairs(rng, count=100, process_sd=0.002, card_sd=0.01, key=capped)
+            + pairs(rng, count=400, process_sd=0.002, card_sd=0.01)
+        )
+        *_, source = verdict_model.fit_margin(data, few)
+        assert source == "90 pairs of cards on 10 ms and over ops at and below the power cap"
+        *_, source = verdict_model.fit_margin(data, KEY)
+        assert source == "200 pairs of cards on 1–10 ms ops below the power cap"
+
+
+class TestChecks:
+    def test_a_shift_of_ten_percent_disagrees_and_none_agrees(self):
+        rng = np.random.default_rng(6)
+        data = pairs(rng, count=400, process_sd=0.002, card_sd=0.01)
+        model = verdict_model.fit(data, gpu="nvidia-h200")
+        cross = [p for p in data if not p.same_card]
+        plain = verdict_model.verdicts(model, cross)
+        shifted = verdict_model.verdicts(model, cross, shift=0.10)
+        assert plain.count("agrees") / len(cross) > 0.8
+        assert shifted.count("disagrees") / len(cross) > 0.95 and "agrees" not in shifted
+
+    def test_leave_one_kernel_out_judges_each_kernel_by_a_model_that_never_saw_it(self):
+        rng = np.random.default_rng(8)
+        calm = pairs(rng, count=200, process_sd=0.001, card_sd=0.003, kernel="calm")
+        wild = pairs(rng, count=200, process_sd=0.001, card_sd=0.05, kernel="wild")
+        out = verdict_model.leave_one_kernel_out(calm + wild, gpu="x", select=lambda p: not p.same_card)
+        # the wild kernel, judged by the calm one's narrow margin, mostly does not agree; the calm
+        # one, by the wild one's wide margin, agrees
+        assert out[100:].count("agrees") < 50 and out[:100].count("agrees") > 95
+
+    def test_coverage_of_the_interval_for_a_rerun_is_near_its_confidence(self):
+        rng = np.random.default_rng(9)
+        data = pairs(rng, count=1000, process_sd=0.01, card_sd=0.01)
+        model = verdict_model.fit(data, gpu="x")
+        assert 0.9 <= verdict_model.coverage(model, [p for p in data if p.same_card]) <= 0.99
+
+    def test_card_offsets_are_each_cards_distance_from_the_others_median(self):
+        rows = [("A", "w1", 0.02), ("B", "w1", 0.0), ("C", "w1", 0.0), ("A", "w2", 0.01), ("B", "w2", 0.0)]
+        offsets = verdict_model.card_offsets(rows)
+        assert offsets["A"] == pytest.approx([0.02, 0.01])
+        assert offsets["B"] == pytest.approx([-0.01, -0.01])
+
+
+class TestShippedModel:
+    def test_it_round_trips_and_every_class_has_a_margin_and_its_source(self):
+        document = json.loads(SHIPPED.read_text())
+        model = verdict_model.Model.from_json(document)
+        assert model.to_json() == document
+        for key, params in model.classes.items():
+            assert 0 < params.margin < 1 or key.endswith(verdict_model.HOST_BOUND)
+            assert "pairs of cards" in params.margin_from and "same-card reruns" in params.process_from
