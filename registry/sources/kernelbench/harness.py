@@ -8,6 +8,7 @@ never in the web process. No Django: the timing loop and statistics are the harn
 (registry/reruns/harness/timing.py, registry/stats/medians.py), which import none either (tested).
 """
 
+import gc
 import json
 import math
 import os
@@ -90,30 +91,48 @@ def upstream_timing(torch, fn, *, device: str, trials: int = UPSTREAM_TRIALS) ->
 
 
 def measure(spec: dict) -> dict:
-    """In the child: build the reference Model and its inputs from the problem file, then time it."""
+    """In the child: build the reference Model from the problem file, then time it in independent
+    blocks (timing.block_count; each with fresh inputs from `get_inputs`, the allocator's cache
+    emptied and its own warm-up), reading the card through NVML while each block is timed (on a
+    GPU); upstream's figure is taken after the blocks, on the last block's inputs."""
     import torch
 
     device = spec.get("device", "cpu")
     configuration = CONFIGURATIONS[spec.get("implementation", "eager")]
-    torch.manual_seed(spec.get("seed", 0))
+    seed = spec.get("seed", 0)
+    torch.manual_seed(seed)
     namespace: dict = {"__name__": "kernelbench_problem"}
     exec(compile(spec["problem_text"], "problem.py", "exec"), namespace)  # noqa: S102 - the child exists to run it
     model = namespace["Model"](*namespace["get_init_inputs"]()).to(device).eval()
-    inputs = [x.to(device) if hasattr(x, "to") else x for x in namespace["get_inputs"]()]
     if configuration is not None:
         model = torch.compile(model, backend=configuration["backend"], mode=configuration["mode"])
-
-    def call():
-        with torch.no_grad():
-            return model(*inputs)
-
     settings = spec["timing"]
-    sampled = timing.sample(
-        torch,
-        call,
-        grad_to_none=None,
+    blocks = timing.block_count(settings)
+    per_block = timing.block_settings(settings, blocks)
+    nvml = timing.Nvml(torch) if device == "cuda" else None
+    monitor = (lambda: timing.NvmlSampler(nvml)) if nvml is not None else None
+    measured_blocks, call = [], None
+    for block in range(blocks):
+        if block:
+            _fresh_block_state(torch)
+        began = time.perf_counter()
+        torch.manual_seed(seed + block)
+        inputs = [x.to(device) if hasattr(x, "to") else x for x in namespace["get_inputs"]()]
+        call = _caller(torch, model, inputs)
+        setup_s = time.perf_counter() - began
+        sampled = timing.sample(
+            torch,
+            call,
+            grad_to_none=None,
+            settings=per_block,
+            device=device,
+            precision_of=lambda s: stats.relative_precision(s, per_block["confidence"]),
+            monitor=monitor,
+        )
+        measured_blocks.append({**sampled, "setup_s": setup_s})
+    sampled = timing.blocks_combine(
+        measured_blocks,
         settings=settings,
-        device=device,
         precision_of=lambda s: stats.relative_precision(s, settings["confidence"]),
     )
     samples = sampled.pop("samples")
@@ -130,6 +149,8 @@ def measure(spec: dict) -> dict:
         "upstream": upstream_timing(
             torch, call, device=device, trials=spec.get("upstream_trials", UPSTREAM_TRIALS)
         ),
+        "gpu_uuid": nvml.uuid if nvml is not None else "",
+        "gpu_state": timing.sampled_state(measured_blocks, uuid=nvml.uuid) if nvml is not None else {},
         "environment": {
             "torch": torch.__version__,
             "python": platform.python_version(),
@@ -139,7 +160,43 @@ def measure(spec: dict) -> dict:
     }
 
 
+def _caller(torch, model, inputs):
+    def call():
+        with torch.no_grad():
+            return model(*inputs)
+
+    return call
+
+
+def _fresh_block_state(torch) -> None:
+    """Between blocks: the previous block's inputs released and the caching allocator's free
+    blocks returned, so that the next block's inputs are allocated afresh."""
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
+def serve(lines, write) -> None:
+    """Measure one spec per line of `lines`, writing one JSON line per spec: {"result": ...} or
+    {"error": "..."} for a problem that raised (the next spec still runs). A fault that kills the
+    process (a CUDA error that poisons the context, say) ends it: the caller starts another for
+    the next spec (registry/sources/kernelbench/gpu_sweep.py). One process serves many problems so
+    that the GPU's time goes to timing, not to importing torch again for each."""
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            answer = {"result": measure(json.loads(line))}
+        except Exception as exc:  # noqa: BLE001 - one problem's failure is its answer, not the server's end
+            answer = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
+        write(json.dumps(answer) + "\n")
+
+
 def main() -> None:
+    if sys.argv[1:] == ["--serve"]:
+        serve(sys.stdin, lambda text: (sys.stdout.write(text), sys.stdout.flush()))
+        return
     spec = json.loads(sys.stdin.read())
     json.dump(measure(spec), sys.stdout)
 

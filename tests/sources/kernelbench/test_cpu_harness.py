@@ -2,6 +2,8 @@
 build, a real child process), and recorded as a controlled run: two small level-1 problems as
 upstream first published them (commit cf8edaab, 2024-12-01)."""
 
+import hashlib
+import json
 import subprocess
 import sys
 
@@ -67,3 +69,34 @@ def test_a_small_level_1_problem_is_measured_on_the_cpu_and_recorded(small_probl
     page = measured.get_absolute_url()
     assert "upstream" in capsys.readouterr().out
     assert Client().get(page).status_code == 200
+
+
+def test_the_gpu_sweep_measures_each_problem_in_blocks_in_one_process_and_resumes(tmp_path):
+    """gpu_sweep (what a GPU host runs) on the CPU protocol: each problem of the newest version
+    measured in three blocks by one serving child, a line each, and a second sweep on the same file
+    measures nothing again."""
+    problems = {("level1", f): FIRST.problem_text(FIRST.problems[("level1", f)]) for f in SMALL}
+    version = {
+        "subject": "add baseline times",
+        "date": "2024-12-01T13:56:42-08:00",
+        "files": {"results/timing/L40S/baseline_time_torch.json": {"level1": {f: row(0.05) for f in SMALL}}},
+        "problems": problems,
+    }
+    folder = write_folder(tmp_path / "kb", [version])
+    out = tmp_path / "out.jsonl"
+    command = [
+        sys.executable, "-m", "registry.sources.kernelbench.gpu_sweep", "--out", str(out),
+        "--archive", str(folder), "--device", "cpu", "--budget", "0.3", "--levels", "level1",
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=300)
+    entries = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(e["problem"] for e in entries) == sorted(SMALL), done.stdout
+    for entry in entries:
+        result = entry["result"]
+        assert len(result["samples"]) >= 30 and result["p20"] <= result["median"] <= result["p80"]
+        assert sorted(set(result["sampling"]["sample_blocks"])) == [0, 1, 2]
+        assert len(result["sampling"]["sample_blocks"]) == len(result["samples"])
+        assert entry["sha256"] == hashlib.sha256(problems[("level1", entry["problem"])].encode()).hexdigest()
+    again = subprocess.run(command, capture_output=True, text=True, check=True, timeout=300)
+    assert again.stdout.startswith("0 to measure (2 already in")
+    assert len(out.read_text().splitlines()) == 2
