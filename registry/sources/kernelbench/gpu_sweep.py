@@ -154,6 +154,8 @@ def sweep(args) -> int:
             entry = {
                 **{key: problem[key] for key in ("level", "problem", "commit", "sha256")},
                 "implementation": implementation,
+                "timing": timing_settings,
+                "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "seconds": round(time.monotonic() - started, 3),
                 **answer,
             }
