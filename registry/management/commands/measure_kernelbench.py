@@ -3,7 +3,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from registry.models import BenchmarkRun
 from registry.sources.kernelbench.harness import CONFIGURATIONS, HarnessError, run_spec
-from registry.sources.kernelbench.services import kernelbench_measurement_record
+from registry.sources.kernelbench.controlled import kernelbench_measurement_record
 
 
 class Command(BaseCommand):

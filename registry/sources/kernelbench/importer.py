@@ -101,8 +101,8 @@ def protocol_fields(host: str) -> dict:
     }
 
 
-def environment_fields(hardware: str) -> dict:
-    spec = protocols.environment_spec(hardware)
+def environment_fields(hardware: str, *, software: dict | None = None) -> dict:
+    spec = protocols.environment_spec(hardware, software=software)
     return {
         "slug": slugify(hardware),
         "vendor": spec["vendor"],

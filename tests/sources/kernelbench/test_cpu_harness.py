@@ -9,7 +9,7 @@ import sys
 
 import pytest
 from django.conf import settings
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.test import Client, override_settings
 
 from registry.integrity import registry_verify
@@ -100,3 +100,49 @@ def test_the_gpu_sweep_measures_each_problem_in_blocks_in_one_process_and_resume
     again = subprocess.run(command, capture_output=True, text=True, check=True, timeout=300)
     assert again.stdout.startswith("0 to measure (2 already in")
     assert len(out.read_text().splitlines()) == 2
+
+
+def test_a_gpu_sweep_file_is_recorded_as_measurements_then_reruns_and_twice_changes_nothing(
+    small_problems, tmp_path
+):
+    """What a GPU host's sweep writes, recorded by record_kernelbench_gpu: here two CPU sweeps of the
+    two problems (the same code path on kernelindex-cpu-v1). The first file's lines become measured
+    runs; the second's become reruns of them, judged; a malformed file is refused whole."""
+    from registry.reruns.models import JobKind, RerunJob
+
+    files = []
+    for name in ("first.jsonl", "second.jsonl"):
+        out = tmp_path / name
+        subprocess.run(
+            [sys.executable, "-m", "registry.sources.kernelbench.gpu_sweep", "--out", str(out),
+             "--archive", str(tmp_path / "kb"), "--device", "cpu", "--budget", "0.3", "--levels", "level1"],
+            check=True, capture_output=True, timeout=300,
+        )  # fmt: skip
+        files.append(out)
+    bad = tmp_path / "bad.jsonl"
+    lines = files[0].read_text().splitlines()
+    broken = json.loads(lines[1])
+    broken["result"]["samples"] = [1.0, -2.0, 3.0, 4.0]
+    bad.write_text(lines[0] + "\n" + json.dumps(broken) + "\n")
+    with pytest.raises(CommandError, match=r"bad.jsonl, line 2: the result needs four or more positive"):
+        call_command("record_kernelbench_gpu", str(bad))
+    assert not BenchmarkRun.objects.filter(source__slug="kernelindex-controlled").exists()
+
+    call_command("record_kernelbench_gpu", str(files[0]))
+    measured = BenchmarkRun.objects.filter(source__slug="kernelindex-controlled")
+    assert measured.count() == 2
+    assert {run.evidence_level for run in measured} == {EvidenceLevel.MEASURED}
+    for run in measured:
+        job = run.measured_by_jobs.get()
+        assert sorted(set(job.sampling["sample_blocks"])) == [0, 1, 2]
+        assert run.protocol.name == "kernelindex-cpu-v1"
+
+    call_command("record_kernelbench_gpu", str(files[1]), str(files[1]))
+    reruns = RerunJob.objects.filter(kind=JobKind.RERUN)
+    assert reruns.count() == 2
+    for rerun in reruns:
+        assert rerun.verdict in {"agrees", "disagrees", "inconclusive"}
+        assert rerun.deviation_low <= rerun.deviation <= rerun.deviation_high
+    # The CPU has no card to tell apart: a rerun there never makes a run reproduced.
+    assert {run.evidence_level for run in measured.all()} == {EvidenceLevel.MEASURED}
+    assert list(registry_verify()) == []

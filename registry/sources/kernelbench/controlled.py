@@ -1,0 +1,372 @@
+"""KernelBench problems measured by KernelIndex's own harness (registry/sources/kernelbench/harness.py):
+a measurement is a finished measure job holding the raw samples and the `measured` controlled run
+it made; a measurement of the same problem and implementation on another card is a rerun of that
+run, judged by the reruns app's one rule (`rerun_record_result`), which alone may make it
+`reproduced`.
+
+On the CPU `manage.py measure_kernelbench` measures one run's problem here. A GPU host measures
+many with `python -m registry.sources.kernelbench.gpu_sweep` (no Django there), and
+`manage.py record_kernelbench_gpu FILE` records its output: the file is from outside the web
+tier, so each line is checked before anything of it is written, and each is recorded in its own
+transaction.
+"""
+
+import json
+import math
+import uuid
+from collections import Counter
+from datetime import datetime
+from pathlib import Path
+
+from django.db import transaction
+from django.utils import timezone
+
+from registry import digests
+from registry.cache import generation_bump
+from registry.models import BenchmarkRun, EvidenceLevel
+from registry.reruns.harness.spec import gpu_slug as gpu_slug_of
+from registry.reruns.harness.timing import DEFAULT_SETTINGS
+from registry.services.imports import ImportRejected
+from registry.sources.kernelbench import importer, protocols
+from registry.sources.kernelbench.harness import CONFIGURATIONS
+
+FILE_KEYS = {  # the implementation each harness configuration is, as a timing file names it
+    "eager": "baseline_time_torch.json",
+    "compile-inductor-default": "baseline_time_torch_compile_inductor_default.json",
+}
+NOTES = (
+    "The problem file's Model(*get_init_inputs()) called on get_inputs() under torch.no_grad, in a "
+    "child process, sampled by KernelIndex's loop in independent blocks, each with fresh inputs "
+    "(docs/protocol.md); upstream's own figure (3 warm-up calls, 100 timed calls, mean) is kept beside it."
+)
+
+
+def harness_protocol(device: str, timing_settings: dict) -> dict:
+    """`kernelindex-cpu-v1` or `kernelindex-cuda-v1` for a KernelBench problem: KernelIndex's
+    sampling loop around the problem's reference Model; the same description for every such job."""
+    stopping = {
+        "minSamples": timing_settings["min_samples"],
+        "confidence": timing_settings["confidence"],
+        "precision": timing_settings["precision"],
+        "interval": "distribution-free interval of the median from order statistics",
+        "warmupMs": timing_settings["warmup_ms"],
+        "warmupCalls": timing_settings["warmup_calls"],
+        "blocks": timing_settings.get("blocks", DEFAULT_SETTINGS["blocks"]),
+    }
+    common = {
+        "harness": "KernelBench problem reference (registry.sources.kernelbench.harness)",
+        "harnessRepository": protocols.REPOSITORY,
+        "statistic": "median",
+        "quantiles": [0.5, 0.2, 0.8],
+    }
+    if device == "cpu":
+        return {
+            **common,
+            "name": "kernelindex-cpu-v1",
+            "timer": "CPU wall clock (time.perf_counter), one call per sample",
+            "comparabilityFamily": "kernelindex/cpu-v1",
+            "stopping": stopping,
+            "notes": NOTES + " Not comparable with any GPU timing, nor with KernelBench's published figures.",
+        }
+    return {
+        **common,
+        "name": "kernelindex-cuda-v1",
+        "timer": "CUDA events, one call per sample, the L2 cache flushed before each",
+        "comparabilityFamily": "kernelindex/cuda-v1",
+        "stopping": {**stopping, "l2FlushFactor": timing_settings["flush_factor"]},
+        "notes": NOTES + " KernelBench's published figures flush no cache and take a mean: not "
+        "comparable with them, only with upstream's figure kept beside each measurement.",
+    }
+
+
+@transaction.atomic
+def kernelbench_measurement_record(
+    *, of: BenchmarkRun, implementation: str, result: dict, timing_settings: dict, device: str = "cpu"
+) -> BenchmarkRun:
+    """Record a harness result for the workload of the KernelBench run `of`: a finished measure
+    job holding the raw samples, and the `measured` controlled run it made, in one transaction."""
+    from registry.reruns.models import JobKind, JobState, RerunJob
+    from registry.reruns.services.measured_run import controlled_source, measured_run_create
+
+    finished = _finished_at(result)
+    protocol_spec = harness_protocol(device, timing_settings)
+    gpu_name = result["environment"].get("gpu_name") or "CPU"
+    slug = "cpu" if device == "cpu" else gpu_slug_of(gpu_name)
+    job = RerunJob.objects.create(
+        kind=JobKind.MEASURE,
+        state=JobState.SUCCEEDED,
+        kernel=of.kernel,
+        workload=of.workload,
+        provider=implementation,
+        operation_mode=of.operation_mode,
+        metric=of.metric,
+        gpu_slug=slug,
+        gpu_uuid=str(result.get("gpu_uuid") or "")[:64],
+        gpu_state=result.get("gpu_state") or {},
+        worker_gpu=gpu_name[:200],
+        reason=f"KernelBench reference under {protocol_spec['name']} ({implementation})",
+        attempts=1,
+        started_at=finished,
+        finished_at=finished,
+        unit="ms",
+        **{
+            k: result[k]
+            for k in ("median", "p20", "p80", "ci_low", "ci_high", "samples", "sampling", "upstream")
+        },
+        environment=result["environment"],
+        protocol=protocol_spec,
+    )
+    source = controlled_source()
+    environment = _environment(device, result["environment"])
+    protocol = {
+        **digests.protocol_row(
+            protocol_spec, slug=f"{protocol_spec['name']}-kernelbench", statistic="median"
+        ),
+        "digest": digests.digest(protocol_spec),
+    }
+    impl = importer.implementation_fields(
+        of.kernel.slug, FILE_KEYS[implementation], revision=str(result["environment"].get("torch", ""))
+    )
+    comparison_key = digests.comparison_key(
+        kernel=of.kernel.slug,
+        operation_mode=of.operation_mode,
+        metric=of.metric,
+        workload_digest=of.workload.digest,
+        family=protocol["comparability_family"],
+        gpu=environment["product"],
+    )
+    run = _run_fields(of, implementation, result, finished, job.pk, comparison_key, slug)
+    results = {k: result[k] for k in ("median", "p20", "p80", "samples")}
+    if result.get("ci_low") is not None:
+        results["medianInterval95"] = [result["ci_low"], result["ci_high"]]
+    run["manifest"] = importer.manifest_of(
+        run,
+        {"slug": of.kernel.slug},
+        impl,
+        {"spec": of.workload.spec, "digest": of.workload.digest},
+        protocol,
+        environment,
+        source={"name": source.name, "url": source.url, "license": source.license},
+        results=results,
+    )
+    run["digest"] = digests.digest(run["manifest"])
+    created = measured_run_create(
+        source=source,
+        kernel=of.kernel,
+        workload=of.workload,
+        implementation=impl,
+        protocol=protocol,
+        environment=environment,
+        run={**run, "evidence_level": EvidenceLevel.MEASURED},
+    )
+    job.result_run = created
+    job.save(update_fields=["result_run"])
+    generation_bump()
+    return created
+
+
+def _finished_at(result: dict) -> datetime:
+    at = result.get("finished_at")
+    if isinstance(at, str):
+        try:
+            return datetime.fromisoformat(at.replace("Z", "+00:00")).replace(microsecond=0)
+        except ValueError:
+            pass
+    return timezone.now().replace(microsecond=0)
+
+
+def _environment(device: str, captured: dict) -> dict:
+    software = {k: str(captured[k]) for k in ("torch", "python", "driver", "cuda") if captured.get(k)}
+    if device != "cpu":
+        return importer.environment_fields(captured.get("gpu_name") or "", software=software)
+    spec = {
+        "gpu": {"name": "CPU"},
+        "vendor": "",
+        "product": "CPU",
+        "formFactor": "",
+        "architecture": captured.get("machine", ""),
+        "software": software,
+    }
+    return {
+        "slug": "cpu",
+        "vendor": "",
+        "product": "CPU",
+        "form_factor": "",
+        "architecture": spec["architecture"],
+        "software": spec["software"],
+        "spec": spec,
+        "digest": digests.digest(spec),
+    }
+
+
+def _run_fields(of, implementation, result, finished, job_pk, comparison_key, slug) -> dict:
+    return {
+        "operation_mode": of.operation_mode,
+        "metric": of.metric,
+        "unit": "ms",
+        "median": result["median"],
+        "p20": result["p20"],
+        "p80": result["p80"],
+        "source_metrics": {"ms_20": result["p20"], "ms_50": result["median"], "ms_80": result["p80"]},
+        "observed_at": finished,
+        "source_status": "not asserted",
+        "correctness_note": "The harness times the problem's reference; it compares no outputs.",
+        "external_id": f"{of.kernel.slug}/{implementation}/{slug}/{of.workload.slug}/{finished:%Y-%m-%d-%H-%M-%S}-job{job_pk}",
+        "upstream_key": digests.digest([of.kernel.slug, implementation, of.workload.digest, slug]),
+        "labels": {"job": job_pk},
+        "comparison_key": comparison_key,
+    }
+
+
+# --- a GPU host's sweep (gpu_sweep's JSON lines) --------------------------------------------------
+
+
+def gpu_sweep_record(*, path: Path | str) -> Counter:
+    """Record every line of a gpu_sweep output file: a problem and implementation not yet measured
+    on that GPU model becomes a `measured` run; one already measured on it becomes a rerun of that
+    run, judged (`rerun_record_result`: `reproduced` only when it agrees on another card); a line
+    already recorded (its card and time) changes nothing, so recording a file twice is safe. Every
+    line is checked first: a malformed one refuses the whole file, naming its line, before anything
+    is written. Returns how many lines went each way."""
+    path = Path(path)
+    entries = _entries(path)
+    outcome = Counter()
+    for number, entry in entries:
+        outcome[_entry_record(entry, where=f"{path.name}, line {number}")] += 1
+    return outcome
+
+
+def _entries(path: Path) -> list[tuple[int, dict]]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ImportRejected(f"{path.name}: not a readable text file ({exc})") from None
+    entries = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError as exc:
+            raise ImportRejected(f"{path.name}, line {number}: not JSON ({exc})") from None
+        problem = _entry_problem(entry)
+        if problem:
+            raise ImportRejected(f"{path.name}, line {number}: {problem}")
+        entries.append((number, entry))
+    return entries
+
+
+def _entry_problem(entry) -> str:
+    if not isinstance(entry, dict):
+        return "not a JSON object"
+    if not isinstance(entry.get("sha256"), str) or len(entry["sha256"]) != 64:
+        return "no problem file digest (sha256)"
+    if entry.get("implementation") not in CONFIGURATIONS:
+        return f"implementation {entry.get('implementation')!r} is not one of {sorted(CONFIGURATIONS)}"
+    result = entry.get("result")
+    if result is None:
+        return "" if isinstance(entry.get("error"), str) else "neither a result nor an error"
+    if not isinstance(result, dict):
+        return "the result is not an object"
+    samples = result.get("samples")
+    if not isinstance(samples, list) or len(samples) < 4 or not all(_positive(s) for s in samples):
+        return "the result needs four or more positive, finite samples"
+    if not all(_positive(result.get(k)) for k in ("median", "p20", "p80")):
+        return "the result's median, p20 and p80 must be positive numbers"
+    environment = result.get("environment")
+    if not isinstance(environment, dict) or not isinstance(environment.get("gpu_name"), str):
+        return "the result names no GPU (environment.gpu_name)"
+    if not isinstance(entry.get("timing"), dict) or not set(DEFAULT_SETTINGS) <= set(entry["timing"]):
+        return "the timing settings are missing or incomplete"
+    return ""
+
+
+def _positive(value) -> bool:
+    return (
+        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    )
+
+
+def _entry_record(entry: dict, *, where: str) -> str:
+    if entry.get("result") is None:
+        return "failed on the host"
+    result = {**entry["result"], "finished_at": entry.get("finished_at")}
+    device = "cpu" if result["environment"]["gpu_name"] == "CPU" else "cuda"
+    of = (
+        BenchmarkRun.objects.select_related("kernel", "workload")
+        .filter(
+            source__slug=protocols.SOURCE["slug"], workload__spec__problem__sha256=f"sha256:{entry['sha256']}"
+        )
+        .order_by("-superseded_by_id", "-pk")
+        .first()
+    )
+    if of is None:
+        raise ImportRejected(f"{where}: no KernelBench run has the problem file {entry['sha256'][:12]}")
+    slug = "cpu" if device == "cpu" else gpu_slug_of(result["environment"]["gpu_name"])
+    measured = _measured_run(of, entry["implementation"], slug)
+    if measured is None:
+        kernelbench_measurement_record(
+            of=of, implementation=entry["implementation"], result=result,
+            timing_settings=entry["timing"], device=device,
+        )  # fmt: skip
+        return "measured"
+    return _rerun_record(measured, entry, result, slug)
+
+
+def _measured_run(of: BenchmarkRun, implementation: str, slug: str) -> BenchmarkRun | None:
+    return (
+        BenchmarkRun.objects.filter(
+            source__slug="kernelindex-controlled",
+            workload=of.workload,
+            implementation__provider=implementation,
+            environment__slug=slug,
+            superseded_by__isnull=True,
+        )
+        .order_by("pk")
+        .first()
+    )
+
+
+def _rerun_record(run: BenchmarkRun, entry: dict, result: dict, slug: str) -> str:
+    from registry.reruns.models import JobKind, JobState, RerunJob
+    from registry.reruns.services.record import rerun_record_result
+
+    finished = _finished_at(result)
+    card = str(result.get("gpu_uuid") or "")[:64]
+    measure = run.measured_by_jobs.filter(kind=JobKind.MEASURE).first()
+    if measure is not None and measure.finished_at == finished and measure.gpu_uuid == card:
+        return "unchanged"  # the line that made the run
+    if RerunJob.objects.filter(run=run, kind=JobKind.RERUN, gpu_uuid=card, started_at=finished).exists():
+        return "unchanged"
+    lease = uuid.uuid4().hex
+    with transaction.atomic():
+        job = RerunJob.objects.create(
+            kind=JobKind.RERUN,
+            state=JobState.RUNNING,
+            run=run,
+            kernel=run.kernel,
+            workload=run.workload,
+            provider=entry["implementation"],
+            operation_mode=run.operation_mode,
+            metric=run.metric,
+            gpu_slug=slug,
+            gpu_uuid=card,
+            lease=lease,
+            attempts=1,
+            started_at=finished,
+            reason="KernelBench problem measured again on a GPU host (gpu_sweep)",
+        )
+        wire = {
+            "status": "ok",
+            "unit": "ms",
+            **{
+                k: result.get(k)
+                for k in ("median", "p20", "p80", "samples", "sampling", "gpu_uuid", "gpu_state")
+            },
+            "upstream": {},  # KernelBench's way (a mean) is kept on the measure job, not judged
+            "environment": {**result["environment"], "gpu_slug": slug},
+            "protocol": harness_protocol("cpu" if slug == "cpu" else "cuda", entry["timing"]),
+            "log": "",
+        }
+        recorded = rerun_record_result(job_id=job.pk, lease=lease, result=wire)
+    return f"rerun {recorded.verdict or recorded.state}"
