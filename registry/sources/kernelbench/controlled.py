@@ -11,9 +11,11 @@ tier, so each line is checked before anything of it is written, and each is reco
 transaction.
 """
 
+import gzip
 import json
 import math
 import uuid
+import zlib
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -238,8 +240,9 @@ def gpu_sweep_record(*, path: Path | str) -> Counter:
 
 def _entries(path: Path) -> list[tuple[int, dict]]:
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
+        data = path.read_bytes()
+        lines = (gzip.decompress(data) if path.name.endswith(".gz") else data).decode("utf-8").splitlines()
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
         raise ImportRejected(f"{path.name}: not a readable text file ({exc})") from None
     entries = []
     for number, line in enumerate(lines, start=1):

@@ -156,5 +156,16 @@ def _last_runs(source) -> dict[str, dict]:
     return last
 
 
-def bundled_load(*, progress=None) -> VersionsSummary:
-    return kernelbench_import(path=BUNDLED, progress=progress)
+GPU_DIR = BUNDLED.parent / "gpu"  # gpu_sweep's output from GPU hosts, in the order recorded
+
+
+def bundled_load(*, progress=None) -> dict:
+    """Upstream's history, then what KernelIndex's GPU hosts measured of its problems
+    (data/gpu/*.jsonl.gz, by name: a card's first measurements before another card's reruns)."""
+    from registry.sources.kernelbench.controlled import gpu_sweep_record
+
+    loaded = {"kernelbench": kernelbench_import(path=BUNDLED, progress=progress)}
+    for file in sorted(GPU_DIR.glob("*.jsonl.gz")):
+        outcome = gpu_sweep_record(path=file)
+        loaded[f"kernelbench {file.name}"] = ", ".join(f"{n} {what}" for what, n in sorted(outcome.items()))
+    return loaded
