@@ -34,11 +34,17 @@ EXCEPTIONS = {
     ("registry.sources.kernelbench.harness", "registry.reruns.harness.timing"): (
         "KernelBench's harness mapping samples with the protocol's own timing loop"
     ),
-    ("registry.sources.kernelbench.services", "registry.reruns.models"): (
-        "a KernelBench CPU measurement is recorded as a measure job with its raw samples"
+    ("registry.sources.kernelbench.gpu_sweep", "registry.reruns.harness.timing"): (
+        "a GPU host's sweep of KernelBench problems takes the protocol's default timing settings"
     ),
-    ("registry.sources.kernelbench.services", "registry.reruns.services.measured_run"): (
+    ("registry.sources.kernelbench.controlled", "registry.reruns.models"): (
+        "a KernelBench measurement is recorded as a measure job with its raw samples"
+    ),
+    ("registry.sources.kernelbench.controlled", "registry.reruns.services.measured_run"): (
         "and as the measured controlled run, through the one service that writes them"
+    ),
+    ("registry.sources.kernelbench.controlled", "registry.reruns.services.record"): (
+        "a measurement on another card is a rerun, judged by the one evidence rule"
     ),
     ("registry.speed_of_light", "registry.reruns.models"): (
         "a run's speed of light is computed from its GPU model's measured ceilings, which ceilings "

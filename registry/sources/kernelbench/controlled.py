@@ -20,14 +20,14 @@ from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.text import slugify
 
 from registry import digests
 from registry.cache import generation_bump
 from registry.models import BenchmarkRun, EvidenceLevel
-from registry.reruns.harness.spec import gpu_slug as gpu_slug_of
-from registry.reruns.harness.timing import DEFAULT_SETTINGS
 from registry.services.imports import ImportRejected
 from registry.sources.kernelbench import importer, protocols
 from registry.sources.kernelbench.harness import CONFIGURATIONS
@@ -53,7 +53,7 @@ def harness_protocol(device: str, timing_settings: dict) -> dict:
         "interval": "distribution-free interval of the median from order statistics",
         "warmupMs": timing_settings["warmup_ms"],
         "warmupCalls": timing_settings["warmup_calls"],
-        "blocks": timing_settings.get("blocks", DEFAULT_SETTINGS["blocks"]),
+        "blocks": timing_settings.get("blocks", settings.CONTROLLED_TIMING["blocks"]),
     }
     common = {
         "harness": "KernelBench problem reference (registry.sources.kernelbench.harness)",
@@ -87,37 +87,12 @@ def kernelbench_measurement_record(
 ) -> BenchmarkRun:
     """Record a harness result for the workload of the KernelBench run `of`: a finished measure
     job holding the raw samples, and the `measured` controlled run it made, in one transaction."""
-    from registry.reruns.models import JobKind, JobState, RerunJob
     from registry.reruns.services.measured_run import controlled_source, measured_run_create
 
     finished = _finished_at(result)
     protocol_spec = harness_protocol(device, timing_settings)
-    gpu_name = result["environment"].get("gpu_name") or "CPU"
-    slug = "cpu" if device == "cpu" else gpu_slug_of(gpu_name)
-    job = RerunJob.objects.create(
-        kind=JobKind.MEASURE,
-        state=JobState.SUCCEEDED,
-        kernel=of.kernel,
-        workload=of.workload,
-        provider=implementation,
-        operation_mode=of.operation_mode,
-        metric=of.metric,
-        gpu_slug=slug,
-        gpu_uuid=str(result.get("gpu_uuid") or "")[:64],
-        gpu_state=result.get("gpu_state") or {},
-        worker_gpu=gpu_name[:200],
-        reason=f"KernelBench reference under {protocol_spec['name']} ({implementation})",
-        attempts=1,
-        started_at=finished,
-        finished_at=finished,
-        unit="ms",
-        **{
-            k: result[k]
-            for k in ("median", "p20", "p80", "ci_low", "ci_high", "samples", "sampling", "upstream")
-        },
-        environment=result["environment"],
-        protocol=protocol_spec,
-    )
+    slug = "cpu" if device == "cpu" else slugify(result["environment"].get("gpu_name") or "")
+    job = _measure_job_create(of, implementation, result, protocol_spec, slug, finished)
     source = controlled_source()
     environment = _environment(device, result["environment"])
     protocol = {
@@ -165,6 +140,36 @@ def kernelbench_measurement_record(
     job.save(update_fields=["result_run"])
     generation_bump()
     return created
+
+
+def _measure_job_create(of, implementation, result, protocol_spec, slug, finished):
+    """The finished measure job that holds the raw samples of a measurement."""
+    from registry.reruns.models import JobKind, JobState, RerunJob
+
+    return RerunJob.objects.create(
+        kind=JobKind.MEASURE,
+        state=JobState.SUCCEEDED,
+        kernel=of.kernel,
+        workload=of.workload,
+        provider=implementation,
+        operation_mode=of.operation_mode,
+        metric=of.metric,
+        gpu_slug=slug,
+        gpu_uuid=str(result.get("gpu_uuid") or "")[:64],
+        gpu_state=result.get("gpu_state") or {},
+        worker_gpu=str(result["environment"].get("gpu_name") or "CPU")[:200],
+        reason=f"KernelBench reference under {protocol_spec['name']} ({implementation})",
+        attempts=1,
+        started_at=finished,
+        finished_at=finished,
+        unit="ms",
+        **{
+            k: result[k]
+            for k in ("median", "p20", "p80", "ci_low", "ci_high", "samples", "sampling", "upstream")
+        },
+        environment=result["environment"],
+        protocol=protocol_spec,
+    )
 
 
 def _finished_at(result: dict) -> datetime:
@@ -279,7 +284,9 @@ def _entry_problem(entry) -> str:
     environment = result.get("environment")
     if not isinstance(environment, dict) or not isinstance(environment.get("gpu_name"), str):
         return "the result names no GPU (environment.gpu_name)"
-    if not isinstance(entry.get("timing"), dict) or not set(DEFAULT_SETTINGS) <= set(entry["timing"]):
+    if not isinstance(entry.get("timing"), dict) or not set(settings.CONTROLLED_TIMING) <= set(
+        entry["timing"]
+    ):
         return "the timing settings are missing or incomplete"
     return ""
 
@@ -305,7 +312,7 @@ def _entry_record(entry: dict, *, where: str) -> str:
     )
     if of is None:
         raise ImportRejected(f"{where}: no KernelBench run has the problem file {entry['sha256'][:12]}")
-    slug = "cpu" if device == "cpu" else gpu_slug_of(result["environment"]["gpu_name"])
+    slug = "cpu" if device == "cpu" else slugify(result["environment"]["gpu_name"])
     measured = _measured_run(of, entry["implementation"], slug)
     if measured is None:
         kernelbench_measurement_record(
