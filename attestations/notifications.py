@@ -1,8 +1,8 @@
 """Mail to the moderators and to authors: what a notification task sends.
 
-Kept apart from the services that queue the tasks (attestations.services, registry.services.sync),
-so that a task module imports only this and the services import the task modules, never in a
-circle. The moderators group and who in it is mailed are stated here once.
+Kept apart from the services that queue the tasks (attestations.services,
+registry.sources.liger.sync), so that a task module imports only this and the services import the
+task modules, never in a circle. The moderators group and who in it is mailed are stated here once.
 """
 
 import logging

@@ -8,7 +8,7 @@ real upstream update does). Values are the bundled ones scaled by a deterministi
 
 Two ways into the database, producing the same rows (tests/perf/test_synthetic_registry.py checks
 it against the importer):
-- `write_csv(path, n)` then the real importer (`registry.services.liger_import`);
+- `write_csv(path, n)` then the real importer (`registry.sources.liger.services.liger_import`);
 - `registry_grow(n)`: the importer's own parser (`liger.parse_file`) and spec/digest code on
   chunks of the same rows, the importer's own helpers for the specs, ranks and supersession
   computed as the importer computes them, and the runs written with PostgreSQL `COPY` (or
@@ -30,8 +30,8 @@ from pathlib import Path
 
 from registry import digests
 from registry.ranks import competition_ranks
-from registry.services.imports import BUNDLED_LIGER_CSV
 from registry.sources.liger import importer as liger
+from registry.sources.liger.services import BUNDLED_LIGER_CSV
 
 VERSIONS = ["0.5.0", "0.6.0", "0.7.0", "0.8.0"]
 # The catalog's GPUs first, then others the importer knows only by name (a valid environment spec

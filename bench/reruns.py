@@ -28,8 +28,8 @@ from registry.models import Kernel, Workload
 from registry.reruns.models import JobState, RerunJob
 from registry.reruns.services import measure_request, worker_key_register
 from registry.reruns.services.signing import private_key_generate
-from registry.services import liger_import
 from registry.sources.liger.importer import COLUMNS
+from registry.sources.liger.services import liger_import
 
 ROOT = Path(__file__).resolve().parent.parent
 FINISHED = {JobState.SUCCEEDED, JobState.DIVERGED, JobState.FAILED, JobState.CANCELLED}

@@ -23,7 +23,7 @@ from django.urls import NoReverseMatch, reverse  # noqa: E402
 
 from bench import generate  # noqa: E402
 from registry.models import BenchmarkRun, Kernel  # noqa: E402
-from registry.services import bundled_data_load, liger_import  # noqa: E402
+from registry.sources.liger.services import bundled_data_load, liger_import  # noqa: E402
 
 
 def log(message: str) -> None:

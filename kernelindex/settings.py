@@ -326,7 +326,7 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
         # A directory listing every 0.1 s: kombu's default 1 s would leave a GPU idle up to a
-        # second between jobs of one or two seconds (registry/reruns/sweep.py).
+        # second between jobs of one or two seconds (the sweep, registry/reruns/sweep/).
         "polling_interval": 0.1,
     }
 else:

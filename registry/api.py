@@ -20,7 +20,7 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from registry import digests, evidence, exports, fleet, selectors
+from registry import digests, evidence, exports, fleet, run_page, selectors
 from registry.cache import CachedReadMixin
 from registry.filters import MAX_VALUE_LENGTH, RunFilter
 from registry.models import (
@@ -98,9 +98,9 @@ class RunViewSet(CachedReadMixin, viewsets.ReadOnlyModelViewSet):
     )
 
     def get_queryset(self):
-        runs = evidence.with_jobs(super().get_queryset())
+        runs = super().get_queryset()
         if self.action == "list":
-            runs = runs.defer(*self.LIST_DEFERRED)
+            runs = evidence.with_jobs(runs.defer(*self.LIST_DEFERRED))
         if self.action == "retrieve":
             # Ranks are recomputed in bulk at each import without touching updated_at, so the
             # source's latest import also bounds when this run's representation last changed.
@@ -109,8 +109,10 @@ class RunViewSet(CachedReadMixin, viewsets.ReadOnlyModelViewSet):
         return runs
 
     def retrieve(self, request, *args, **kwargs):
-        run = self.get_object()
-        data = self.get_serializer(run).data
+        # The run page's read model: the run's standing, jobs and evidence, read once.
+        page = run_page.run_page_of(self.get_object())
+        run = page.run
+        data = self.get_serializer(run, context={**self.get_serializer_context(), "run_page": page}).data
         body = json.dumps(data, sort_keys=True, default=str).encode()
         etag = '"' + hashlib.sha256(body).hexdigest()[:40] + '"'
         last_modified = max(

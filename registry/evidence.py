@@ -1,4 +1,6 @@
-"""What a controlled job's evidence says, read for the run page and the APIs.
+"""What a controlled job's evidence says, read for the run page and the APIs, and the registry's
+queries of the rerun app's jobs (the run page's read model, registry/run_page.py, reads a run's
+jobs through `run_jobs`). Nothing here draws: registry/sampleplot.py does.
 
 A job's `samples`, `sampling`, `gpu_state` and `upstream` are JSON written by a GPU worker
 (docs/protocol.md). They are read here defensively, once: a value of the wrong type (a string
@@ -24,11 +26,13 @@ from registry.reruns.judgement import (
     verdict_model_for,
 )
 from registry.reruns.models import JobKind, JobState, RerunJob
-from registry.sampleplot import PlotRow, SamplePlot
 from registry.stats import intervals, verdict_model
 
 # The job columns the run page and the run API never show (a measure job's log runs to kB).
-UNSHOWN_JOB_FIELDS = ("log", "environment", "protocol", "lease", "reason", "worker_host")
+UNSHOWN_JOB_FIELDS = ("log", "protocol", "lease", "reason", "worker_host")
+# The API's lists of runs (`with_jobs`) also leave out the environment, which only the run page
+# reads, of its measure job (the torch a reproduction needs).
+UNLISTED_JOB_FIELDS = (*UNSHOWN_JOB_FIELDS, "environment")
 STOP_REASONS = {
     "precision": "stopped on precision: the 99% interval of the median reached the target",
     "budget": "stopped on the time budget before reaching the target precision",
@@ -145,6 +149,24 @@ class JobEvidence:
     @property
     def sample_count(self) -> int:
         return len(self.samples)
+
+    @property
+    def label(self) -> str:
+        """How the sample plot names the job: "measured, job #12", "rerun, job #13"."""
+        return f"{'measured' if self.job.kind == JobKind.MEASURE else 'rerun'}, job #{self.job.pk}"
+
+    @property
+    def median(self) -> float | None:
+        return number(self.job.median)
+
+    @property
+    def ci_low(self) -> float | None:
+        """The 95% interval of the median, as the recorder stored it."""
+        return number(self.job.ci_low)
+
+    @property
+    def ci_high(self) -> float | None:
+        return number(self.job.ci_high)
 
     @property
     def readings_inside_passes(self) -> int:
@@ -560,7 +582,8 @@ def run_evidence(run: BenchmarkRun, jobs: list[RerunJob]) -> RunEvidence:
 
 
 def run_jobs(run: BenchmarkRun) -> list[RerunJob]:
-    """The run's measure and rerun jobs with their samples: one query."""
+    """Every job of the run, with its samples, newest first: one query, for its evidence
+    (`run_evidence`), its rerun history and what a reproduction of it needs."""
     return list(
         RerunJob.objects.filter(Q(run=run) | Q(result_run=run))
         .defer(*UNSHOWN_JOB_FIELDS)
@@ -579,31 +602,10 @@ def measured_samples(pks) -> dict[int, list[float]]:
     }
 
 
-def samples_plot(run: BenchmarkRun, evidence: RunEvidence, *, max_rows: int = 8) -> SamplePlot | None:
-    """The strip plot of the measurement's samples and its newest reruns' (`max_rows` rows at
-    most); for a run without a measurement (the source's), the recorded median is the dashed line."""
-    jobs = ([evidence.measurement] if evidence.measurement else []) + evidence.reruns
-    rows = [
-        PlotRow(
-            label=f"{'measured' if e.job.kind == JobKind.MEASURE else 'rerun'}, job #{e.job.pk}",
-            samples=e.samples,
-            median=number(e.job.median),
-            ci_low=number(e.job.ci_low),
-            ci_high=number(e.job.ci_high),
-        )
-        for e in jobs
-        if e.samples
-    ][:max_rows]
-    if not rows:
-        return None
-    reference = None if evidence.measurement else number(run.median)
-    return SamplePlot(dom_id=f"samples-{run.pk}", unit=run.unit, rows=rows, reference=reference)
-
-
 def with_jobs(runs):
     """`runs` with their measure and rerun jobs prefetched (two queries, whatever the number of
     runs), for `run_evidence_of`."""
-    jobs = RerunJob.objects.defer(*UNSHOWN_JOB_FIELDS).order_by("-created_at", "-pk")
+    jobs = RerunJob.objects.defer(*UNLISTED_JOB_FIELDS).order_by("-created_at", "-pk")
     return runs.prefetch_related(
         Prefetch("rerun_jobs", queryset=jobs), Prefetch("measured_by_jobs", queryset=jobs)
     )

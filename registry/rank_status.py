@@ -185,12 +185,17 @@ def standing_of(run: BenchmarkRun, top: list[BenchmarkRun], intervals: dict) -> 
     """Where `run` stands against `top`, its group's first two plausible runs in rank order (rank,
     median, pk, as the run page lists them; implausible runs in it are passed over); `intervals`:
     controlled runs' 95% intervals of the median."""
+    return standing_against(run, group_best_other(top, run), intervals)
+
+
+def standing_against(run: BenchmarkRun, compared: BenchmarkRun | None, intervals: dict) -> Standing:
+    """Where `run` stands against `compared`, the run `selectors.group_best_other` chose for it
+    (the run page chooses it once, for its compare link and for this)."""
     mine = spread_of(run, intervals.get(run.pk))
     if run.rank is None:
         return Standing(RankStatus.UNRANKED, mine, run.metric)
     if run.implausible:
         return Standing(RankStatus.IMPLAUSIBLE, mine, run.metric)
-    compared = group_best_other(top, run)
     if compared is None:
         only_plausible = (run.group_size or 1) > 1  # the others are all implausible
         return Standing(RankStatus.ALONE, mine, run.metric, only_plausible=only_plausible)
@@ -216,24 +221,31 @@ def standing_of(run: BenchmarkRun, top: list[BenchmarkRun], intervals: dict) -> 
     return Standing(status, difference=difference, low=low, high=high, **common)
 
 
-def attach(runs, *, members: list[BenchmarkRun] | None = None) -> list[BenchmarkRun]:
-    """Set `run.standing` on each of `runs` (and on `members`), and return them as a list. Two
-    queries at most, whatever their number: the first two plausible runs of each of their groups
-    (none when `members`, the whole group of every run in `runs`, is given, as on the run page), and
-    the 95% intervals of the controlled ones (none when no run involved is controlled)."""
+def attach(runs) -> list[BenchmarkRun]:
+    """Set `run.standing` on each of `runs`, and return them as a list. Two queries at most,
+    whatever their number: the first two plausible runs of each of their groups, and the 95%
+    intervals of the controlled ones (none when no run involved is controlled). The run page
+    sets its run's and its group's standings with `attach_group`."""
     runs = list(runs)
-    if members is not None:
-        plausible = [member for member in members if not member.implausible]
-        tops = {members[0].comparison_key: plausible[:2]} if members else {}
-    else:
-        tops = _group_tops(
-            {run.comparison_key for run in runs if run.rank is not None and not run.implausible}
-        )
-    involved = [*runs, *(members or ()), *(m for top in tops.values() for m in top)]
-    intervals = _median_intervals(involved)
-    for run in [*runs, *(members or ())]:
+    tops = _group_tops({run.comparison_key for run in runs if run.rank is not None and not run.implausible})
+    intervals = median_intervals([*runs, *(m for top in tops.values() for m in top)])
+    for run in runs:
         run.standing = standing_of(run, tops.get(run.comparison_key, []), intervals)
     return runs
+
+
+def attach_group(
+    run: BenchmarkRun, members: list[BenchmarkRun], compared: BenchmarkRun | None, *, samples: dict
+) -> None:
+    """The run page's standings: `run` against `compared`, and each of `members` (its whole
+    comparison group, best first) against the group's first two plausible runs. `samples`: the
+    controlled runs' samples the page has read already (its own measurement's); one query at
+    most, for the other controlled members'."""
+    plausible = [member for member in members if not member.implausible][:2]
+    intervals = median_intervals([run, *members], known=samples)
+    run.standing = standing_against(run, compared, intervals)
+    for member in members:
+        member.standing = run.standing if member.pk == run.pk else standing_of(member, plausible, intervals)
 
 
 def _group_tops(keys: set[str]) -> dict[str, list[BenchmarkRun]]:
@@ -255,16 +267,22 @@ def _group_tops(keys: set[str]) -> dict[str, list[BenchmarkRun]]:
     return tops
 
 
-def _median_intervals(runs) -> dict[int, tuple[float, float]]:
+def median_intervals(runs, *, known: dict | None = None) -> dict[int, tuple[float, float]]:
     """The 95% interval of the median of each controlled run among `runs`, from its measure job's
-    raw samples (scipy's order-statistic interval, as the recorder computes it; recomputed, so that
-    runs recorded before it was computed so are judged alike). A worker's JSON is read
-    defensively: what is not a finite number is left out."""
+    samples as the verdict judges them (scipy's order-statistic interval, as the recorder computes
+    it). Recomputed rather than read from the job's `ci_low`/`ci_high`: some stored ones were
+    computed otherwise (the first geglu jobs, before the recorder computed them so) or over every
+    allocator reading of a memory job rather than upstream's peaks, and runs are judged alike.
+    `known`: samples by run already read (judgement.judged_samples), not read again; the rest in
+    one query. A worker's JSON is read defensively: what is not a finite number is left out."""
     pks = {run.pk for run in runs if is_controlled(run)}
     if not pks:
         return {}
+    found = {pk: samples for pk, samples in (known or {}).items() if pk in pks}
+    if pks - set(found):
+        found.update(measured_samples(pks - set(found)))
     intervals = {}
-    for pk, raw in measured_samples(pks).items():
+    for pk, raw in found.items():
         samples = [v for v in map(number, raw if isinstance(raw, list) else []) if v is not None]
         interval = medians.median_interval(samples)
         if interval is not None:

@@ -112,6 +112,22 @@ class SamplePlot:
         return render(self) if self.drawable else mark_safe("")
 
 
+def samples_plot(
+    *, dom_id: str, unit: str, jobs, reference: float | None = None, max_rows: int = 8
+) -> SamplePlot | None:
+    """The plot of `jobs`' samples, `max_rows` rows at most (each job with its `label`, `samples`,
+    `median`, `ci_low` and `ci_high`: registry.evidence.JobEvidence); None when none has samples.
+    `reference`: a recorded median to draw as the dashed line."""
+    rows = [
+        PlotRow(
+            label=job.label, samples=job.samples, median=job.median, ci_low=job.ci_low, ci_high=job.ci_high
+        )
+        for job in jobs
+        if job.samples
+    ][:max_rows]
+    return SamplePlot(dom_id=dom_id, unit=unit, rows=rows, reference=reference) if rows else None
+
+
 def _domain(plot: SamplePlot) -> tuple[float, float]:
     """The samples' range, cut at Tukey's far-out fences (3 interquartile ranges beyond the
     quartiles) so that one slow call does not squeeze the rest into a line: samples beyond a

@@ -182,6 +182,21 @@ def run_group(run: BenchmarkRun) -> list[BenchmarkRun]:
     )
 
 
+def run_relatives(run: BenchmarkRun) -> tuple[list[BenchmarkRun], list[BenchmarkRun]]:
+    """The run's comparison group as `run_group` reads it, and the rows it replaced, newest first
+    (as `run_supersedes`): one query for both, the run page's."""
+    group = BenchmarkRun.objects.current().filter(comparison_key=run.comparison_key)
+    rows = (
+        (group | BenchmarkRun.objects.filter(superseded_by=run))
+        .select_related("implementation", "source")
+        .order_by("rank", "median", "pk")
+    )
+    members, replaced = [], []
+    for row in rows:
+        (replaced if row.superseded_by_id == run.pk else members).append(row)
+    return members, sorted(replaced, key=lambda row: row.observed_at, reverse=True)
+
+
 def group_best_other(members: list[BenchmarkRun], run: BenchmarkRun) -> BenchmarkRun | None:
     """The run to compare with: the group's #1, or its runner-up when this run is the #1. An
     implausible run (faster than the GPU's speed of light) is never the one to beat."""

@@ -5,7 +5,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from registry import rank_status
-from registry.evidence import JobEvidence, run_evidence_of
+from registry.evidence import JobEvidence, RunEvidence, run_evidence_of
 from registry.models import BenchmarkRun, Environment, Implementation, Kernel, Metric, Source, SourceImport
 from registry.rank_status import IntervalBasis, RankStatus
 
@@ -353,12 +353,16 @@ class RunSerializer(serializers.ModelSerializer):
         ]
 
     def to_representation(self, run):
-        if not hasattr(run, "standing"):
-            rank_status.attach([run])
         data = super().to_representation(run)
         if data.get("statistic") == "mean":
             data["p20"] = data["p80"] = None  # not published: the columns only repeat the mean
         return data
+
+    def _evidence(self, run) -> RunEvidence:
+        """One run (the API's retrieve): what its read model read (registry/run_page.py, in the
+        context as `run_page`); a list's runs: their prefetched jobs (evidence.with_jobs)."""
+        page = self.context.get("run_page")
+        return page.controlled if page is not None and page.run is run else run_evidence_of(run)
 
     def get_manifest_url(self, run) -> str:
         return reverse("manifest-detail", args=[run.digest])
@@ -366,32 +370,32 @@ class RunSerializer(serializers.ModelSerializer):
     @extend_schema_field(ControlledJobSerializer(allow_null=True))
     def get_measurement(self, run):
         """The controlled job that measured this run (null for a run from a source)."""
-        measurement = run_evidence_of(run).measurement
+        measurement = self._evidence(run).measurement
         return ControlledJobSerializer(measurement).data if measurement else None
 
     @extend_schema_field(ControlledJobSerializer(many=True))
     def get_reruns(self, run):
         """Its finished controlled reruns, newest first, each with its verdict."""
-        return ControlledJobSerializer(run_evidence_of(run).reruns, many=True).data
+        return ControlledJobSerializer(self._evidence(run).reruns, many=True).data
 
     def get_host_bound(self, run) -> bool:
-        return bool(run_evidence_of(run).host_bound_reason)
+        return bool(self._evidence(run).host_bound_reason)
 
     def get_host_bound_reason(self, run) -> str:
-        return run_evidence_of(run).host_bound_reason
+        return self._evidence(run).host_bound_reason
 
     @extend_schema_field(serializers.DictField(allow_null=True))
     def get_pooled(self, run):
-        return run_evidence_of(run).pooled
+        return self._evidence(run).pooled
 
     @extend_schema_field(serializers.DictField(allow_null=True))
     def get_card_spread(self, run):
-        return run_evidence_of(run).card_spread
+        return self._evidence(run).card_spread
 
     @extend_schema_field(UnsettledSerializer(allow_null=True))
     def get_unsettled(self, run):
         """Set when every judged rerun on another card is inconclusive (null otherwise)."""
-        evidence = run_evidence_of(run)
+        evidence = self._evidence(run)
         if not evidence.unsettled:
             return None
         return {"reruns": len(evidence.unsettled), "sweep_reruns_again": not evidence.unsettled_for_good}

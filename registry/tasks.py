@@ -1,14 +1,14 @@
 from celery import shared_task
 
-from registry import services
-from registry.services.sync import liger_sync
+from registry.sources.liger.services import liger_import
+from registry.sources.liger.sync import liger_sync
 
 
 @shared_task(name="registry.liger_import", acks_late=True, time_limit=1800)
 def liger_import_task(path: str, release: str = "") -> dict:
     """Import a Liger CSV in the background; the same service as `manage.py import_liger`.
     Safe to run twice: a second run of the same file changes nothing."""
-    return services.liger_import(path=path, release=release).as_dict()
+    return liger_import(path=path, release=release).as_dict()
 
 
 @shared_task(name="registry.sync_liger", acks_late=True, time_limit=1800, soft_time_limit=1700)

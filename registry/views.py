@@ -4,15 +4,23 @@ Each view fetches through `registry.selectors`, validates its query string with 
 `RunFilter` the API uses (a bad value is a 400 page naming the parameter), and renders.
 """
 
-import json
-
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
-from registry import baselines, charts, citations, evidence, fleet, rank_status, selectors
+from registry import (
+    baselines,
+    charts,
+    citations,
+    evidence,
+    fleet,
+    rank_status,
+    run_page,
+    sampleplot,
+    selectors,
+)
 from registry.filters import RunFilter
 from registry.glossary import glossary_entries
 from registry.models import BenchmarkRun, Kernel, Source, SourceImport
@@ -87,33 +95,16 @@ def home(request):
 
 @require_safe
 def run_detail(request, pk=None, digest=None):
-    run = selectors.run_for_page(pk=pk, digest=digest)
-    if run is None:
+    page = run_page.run_page(pk=pk, digest=digest)
+    if page is None:
         raise Http404("No run has this id or digest.")
-    members = selectors.run_group(run)
-    rank_status.attach([run], members=members)
-    best = selectors.group_best_other(members, run)
-    manifest = json.dumps(run.manifest, indent=2, sort_keys=True, ensure_ascii=False)
-    accessed = timezone.now().date()
-    controlled = evidence.run_evidence(run, evidence.run_jobs(run))
-    return render(
-        request,
-        "registry/run_detail.html",
-        {
-            "run": run,
-            "controlled": controlled,
-            "sample_plot": evidence.samples_plot(run, controlled),
-            "members": members,
-            "best": best,
-            "best_change": selectors.change_percent(run.median, best.median) if best else None,
-            "supersedes": selectors.run_supersedes(run),
-            "manifest_json": manifest,
-            "permalink": citations.permalink(run),
-            "digest_permalink": citations.digest_permalink(run),
-            "accessed": accessed,
-            "bibtex": citations.bibtex(run, accessed=accessed),
-        },
+    plot = sampleplot.samples_plot(
+        dom_id=f"samples-{page.run.pk}",
+        unit=page.run.unit,
+        jobs=page.plotted_jobs,
+        reference=page.plot_reference,
     )
+    return render(request, "registry/run_detail.html", {"page": page, "run": page.run, "sample_plot": plot})
 
 
 @require_safe

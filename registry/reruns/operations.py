@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from registry.models import SourceImport, SourceSync
 from registry.reruns.models import JobState, RerunJob
-from registry.services.sync import syncs_stuck
+from registry.sources.liger.sync import syncs_stuck
 
 
 def operations_view(request):

@@ -1,15 +1,13 @@
 """Every change of registry state goes through a function in this package, in one transaction.
 
-imports: the Liger importer and comparison-group ranks; history: the data file's history, and
-bundled_data_load (history and release together). The controlled-run pipeline's services are
-in `registry.reruns.services`.
+imports: the run writer every source's import services share, and comparison-group ranks;
+changes: the steps between a series' consecutive values; run_keys: a run's sort and panel keys.
+Each source's own import services live in its folder (`registry.sources.<name>.services`), and
+the controlled-run pipeline's in `registry.reruns.services`.
 """
 
-from registry.services.history import bundled_data_load  # noqa: F401
 from registry.services.imports import (  # noqa: F401
-    BUNDLED_LIGER_CSV,
     ImportRejected,
     ImportSummary,
     groups_rerank,
-    liger_import,
 )

@@ -10,8 +10,9 @@ RERUNS = "registry.reruns"
 # (importer, imported): why it stays.
 EXCEPTIONS = {
     ("registry.evidence", "registry.reruns.models"): (
-        "the run page and the run API show a run's controlled jobs; evidence.py reads them until the "
-        "run page's read model is built above both apps"
+        "the run page and the run API show a run's controlled jobs: the run page's read model "
+        "(registry/run_page.py) reads them through evidence.py, as do the runs API's lists, the run "
+        "tables' host-bound label and the rank intervals"
     ),
     ("registry.evidence", "registry.reruns.judgement"): "the run page's notice for an unsettled run",
     ("registry.evidence", "registry.reruns.harness.timing"): (

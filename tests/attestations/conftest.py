@@ -8,7 +8,7 @@ from django.core.cache import cache
 from attestations import services
 from kernelindex.celery import app as celery_app
 from registry.models import BenchmarkRun
-from registry.services import BUNDLED_LIGER_CSV, liger_import
+from registry.sources.liger.services import BUNDLED_LIGER_CSV, liger_import
 from tests.browser.conftest import browser  # noqa: F401 (the browser tests here use the one Chromium fixture)
 
 REFERENCE_ID = (

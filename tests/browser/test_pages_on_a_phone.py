@@ -15,7 +15,7 @@ from django.urls import reverse
 
 from registry.models import BenchmarkRun, Change, Kernel
 from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_load
-from registry.services import bundled_data_load
+from registry.sources.liger.services import bundled_data_load
 from tests.browser.conftest import needs_chromium
 from tests.site.test_reference_record_pages import REFERENCE_ID
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from registry.models import BenchmarkRun
-from registry.services import bundled_data_load
+from registry.sources.liger.services import bundled_data_load
 from tests.browser.conftest import needs_chromium
 
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"

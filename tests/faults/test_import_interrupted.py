@@ -12,7 +12,7 @@ from django.db import connection
 
 from bench import generate
 from registry.models import BenchmarkRun, SourceImport
-from registry.services import BUNDLED_LIGER_CSV, liger_import
+from registry.sources.liger.services import BUNDLED_LIGER_CSV, liger_import
 from tests.processes import ROOT, child_env
 from tests.registry.csvdata import bundled_rows, write_csv
 
@@ -29,7 +29,7 @@ CHILD = """
 import sys
 import django
 django.setup()
-from registry.services import liger_import
+from registry.sources.liger.services import liger_import
 print("started", flush=True)
 summary = liger_import(path=sys.argv[1])
 print("Imported", summary, flush=True)

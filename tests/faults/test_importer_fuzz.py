@@ -9,8 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from registry.models import BenchmarkRun, Kernel, SourceImport, Workload
-from registry.services import ImportRejected, liger_import
+from registry.services import ImportRejected
 from registry.sources.liger.importer import COLUMNS
+from registry.sources.liger.services import liger_import
 from tests.registry.csvdata import bundled_rows
 
 pytestmark = pytest.mark.django_db

@@ -13,8 +13,9 @@ from registry.reruns.controlled import (
     controlled_runs_load,
 )
 from registry.reruns.models import RerunJob
-from registry.services import BUNDLED_LIGER_CSV, ImportRejected
+from registry.services import ImportRejected
 from registry.sources.liger import importer as liger
+from registry.sources.liger.services import BUNDLED_LIGER_CSV
 
 H200_FILE = BUNDLED_CONTROLLED_DIR / "nvidia-h200-geglu.json.gz"
 REFERENCE = "batch8-hidden4096-intermediate11008-seq8192-bf16"

@@ -8,8 +8,8 @@ import pytest
 from registry.reruns.harness import gpu_slug, local_gpu_slug
 from registry.reruns.harness.kernels import refusal_reasons
 from registry.reruns.harness.spec import Refused, plan_for
-from registry.services import BUNDLED_LIGER_CSV
 from registry.sources.liger import importer as liger
+from registry.sources.liger.services import BUNDLED_LIGER_CSV
 
 TORCH_DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp32": "torch.float32"}
 

@@ -159,7 +159,7 @@ def celery_eager():
 def fixture_runs(tmp_path, db):
     """The 12 runs of the main extract (GeGLU on an A100, JSD on a B200)."""
     from registry.models import BenchmarkRun
-    from registry.services import liger_import
+    from registry.sources.liger.services import liger_import
 
     path = tmp_path / "all_benchmark_data.csv"
     path.write_bytes(fixture_bytes("all_benchmark_data.csv"))

@@ -17,7 +17,7 @@ from django.db import connection
 
 from registry import digests
 from registry.models import BenchmarkRun
-from registry.services import liger_import
+from registry.sources.liger.services import liger_import
 from tests.ops.conftest import fixture_bytes
 
 ROOT = Path(__file__).resolve().parents[2]

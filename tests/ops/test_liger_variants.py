@@ -3,7 +3,7 @@
 import pytest
 
 from registry.models import BenchmarkRun, SourceImport
-from registry.services import liger_import
+from registry.sources.liger.services import liger_import
 from tests.ops.conftest import fixture_bytes
 
 

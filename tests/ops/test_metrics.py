@@ -4,7 +4,7 @@ import pytest
 from django.urls import reverse
 from prometheus_client.parser import text_string_to_metric_families
 
-from registry.services.sync import liger_sync
+from registry.sources.liger.sync import liger_sync
 
 TOKEN = "metrics-test-token"
 

@@ -3,7 +3,7 @@
 import pytest
 from django.urls import reverse
 
-from registry.services.sync import liger_sync
+from registry.sources.liger.sync import liger_sync
 
 
 @pytest.mark.django_db

@@ -6,8 +6,8 @@ from django.core.management import CommandError, call_command
 
 from attestations.notifications import sync_failure_notify
 from registry.models import BenchmarkRun, SourceImport, SourceSync
-from registry.services.sync import liger_sync
 from registry.sources.liger import pypi as pypi_client
+from registry.sources.liger.sync import liger_sync
 from registry.tasks import sync_liger_task
 from tests.ops.conftest import fixture_bytes, release_files
 

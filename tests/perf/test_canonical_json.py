@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from bench import generate
 from registry import digests
-from registry.services import BUNDLED_LIGER_CSV
 from registry.sources.liger import importer as liger
+from registry.sources.liger.services import BUNDLED_LIGER_CSV
 from tests.registry.csvdata import bundled_rows, write_csv
 
 # Floats that print differently in Python and ECMAScript, and strings that sort differently by

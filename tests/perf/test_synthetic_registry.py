@@ -5,7 +5,7 @@ from django.db import transaction
 
 from bench import generate
 from registry.models import BenchmarkRun, Environment, Implementation, Workload
-from registry.services import liger_import
+from registry.sources.liger.services import liger_import
 
 FIELDS = (
     "external_id",

@@ -3,8 +3,8 @@
 import csv
 import io
 
-from registry.services import BUNDLED_LIGER_CSV
 from registry.sources.liger.importer import COLUMNS
+from registry.sources.liger.services import BUNDLED_LIGER_CSV
 
 
 def bundled_rows(kernel: str = "geglu", gpu: str = "NVIDIA A100-SXM4-80GB") -> list[dict]:

@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 from registry import digests
 from registry.models import BenchmarkRun
 from registry.ranks import competition_ranks
-from registry.services import groups_rerank, liger_import
+from registry.services import groups_rerank
 from registry.sources.liger.importer import parse_file
+from registry.sources.liger.services import liger_import
 from tests.registry.csvdata import bundled_rows, write_csv
 
 
@@ -129,7 +130,7 @@ class TestComposedCanonicalisation:
     """digests.canonical_bytes assembles the top levels itself; it must equal rfc8785 exactly."""
 
     def test_every_bundled_manifest_matches_the_reference_serialiser(self):
-        from registry.services import BUNDLED_LIGER_CSV
+        from registry.sources.liger.services import BUNDLED_LIGER_CSV
 
         for row in parse_file(BUNDLED_LIGER_CSV.read_bytes()):
             assert digests.canonical_bytes(row.run["manifest"]) == rfc8785.dumps(row.run["manifest"])

@@ -10,9 +10,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from registry.models import Change, ChangeKind
-from registry.services import liger_import
 from registry.services.changes import changes_detect, step_judge
-from registry.services.history import BUNDLED_LIGER_HISTORY, liger_history_import
+from registry.sources.liger.services import BUNDLED_LIGER_HISTORY, liger_history_import, liger_import
 from tests.sources.liger.test_history_import import _folder, registry_empty
 
 # Versions 3 (#264, JSD added) and 4: #290 ("Add beta support for jsd") re-measured the 36 JSD rows.

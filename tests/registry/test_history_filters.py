@@ -4,7 +4,7 @@ import pytest
 from django.urls import reverse
 
 from registry.models import BenchmarkRun
-from registry.services.history import liger_history_import
+from registry.sources.liger.services import liger_history_import
 from tests.sources.liger.test_history_import import _folder
 
 pytestmark = pytest.mark.django_db

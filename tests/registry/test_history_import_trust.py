@@ -14,11 +14,11 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from registry.models import BenchmarkRun, SourceImport
-from registry.services import ImportRejected, liger_import
-from registry.services.history import BUNDLED_LIGER_HISTORY, liger_history_import
-from registry.services.sync import release_import
+from registry.services import ImportRejected
 from registry.sources.liger import history
 from registry.sources.liger.pypi import DataFile
+from registry.sources.liger.services import BUNDLED_LIGER_HISTORY, liger_history_import, liger_import
+from registry.sources.liger.sync import release_import
 from tests.sources.liger.test_history_import import _folder, _index, _rows_of
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ from django.test.utils import CaptureQueriesContext
 
 from registry.models import BenchmarkRun
 from registry.series import series_of
-from registry.services.history import liger_history_import
+from registry.sources.liger.services import liger_history_import
 from tests.sources.liger.test_history_import import _folder
 
 pytestmark = pytest.mark.django_db

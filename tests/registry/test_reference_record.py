@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from registry import digests
 from registry.models import BenchmarkRun
-from registry.services import bundled_data_load
+from registry.sources.liger.services import bundled_data_load
 
 REFERENCE_ID = (
     "geglu/backward/huggingface/nvidia-a100-sxm4-80gb/"

@@ -8,7 +8,7 @@ from django.db import IntegrityError, transaction
 from django.urls import reverse
 
 from registry.models import BenchmarkRun
-from registry.services import liger_import
+from registry.sources.liger.services import liger_import
 from tests.registry.csvdata import bundled_rows, write_csv
 
 pytestmark = pytest.mark.django_db

@@ -8,8 +8,8 @@ from django.apps import apps
 
 from registry.models import BenchmarkRun
 from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_export, controlled_runs_load
-from registry.services import liger_import
 from registry.services.run_keys import RUN_KEY_SOURCES, run_keys_fill
+from registry.sources.liger.services import liger_import
 from tests.registry.csvdata import bundled_rows, write_csv
 
 pytestmark = pytest.mark.django_db

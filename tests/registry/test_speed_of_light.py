@@ -8,7 +8,7 @@ from django.urls import reverse
 from registry.models import BenchmarkRun
 from registry.reruns.models import MeasuredCeiling
 from registry.reruns.services.ceilings import measured_ceiling_create
-from registry.services import liger_import
+from registry.sources.liger.services import liger_import
 from tests.registry.csvdata import bundled_rows, write_csv
 
 REFERENCE_ID = (

@@ -8,8 +8,8 @@ import pytest
 
 from registry.models import BenchmarkRun, Kernel
 from registry.reruns.models import RerunJob
-from registry.services import liger_import
 from registry.sources.liger.importer import COLUMNS as HEADER
+from registry.sources.liger.services import liger_import
 from registry.stats import medians as stats
 
 SMALL_GEGLU = (

@@ -22,7 +22,7 @@ from registry.reruns.services import (
     rerun_record_result,
     rerun_request,
 )
-from registry.reruns.sweep_timeouts import Timeout
+from registry.reruns.sweep.timeouts import Timeout
 
 pytestmark = pytest.mark.django_db
 

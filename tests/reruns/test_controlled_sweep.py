@@ -10,9 +10,10 @@ from collections import defaultdict
 import pytest
 
 from registry.models import BenchmarkRun
-from registry.reruns import controlled, judgement, sweep
+from registry.reruns import controlled, judgement
 from registry.reruns.models import JobKind, JobState, RerunJob
-from registry.reruns.sweep_timeouts import timeouts_read
+from registry.reruns.sweep import loop, targets
+from registry.reruns.sweep.timeouts import timeouts_read
 from tests.faults.support import small_cpu_rows
 from tests.reruns.conftest import csv_import
 from tests.reruns.worker import WORKER_ENV, broker_clear, broker_is_filesystem, broker_is_redis, database_url
@@ -63,7 +64,7 @@ def test_a_sweep_measures_reruns_judges_and_exports_then_resumes_where_it_stoppe
             (written,) = out.glob("cpu-*.json.gz")
             checkpoints.append(len(controlled.controlled_document_read(written)["runs"]))
 
-    first = sweep.sweep(
+    first = loop.sweep(
         gpu_slug="cpu", gpus=1, out=out, deadline_s=DEADLINE_S, limit=2, checkpoint_s=0, log=log
     )
 
@@ -90,7 +91,7 @@ def test_a_sweep_measures_reruns_judges_and_exports_then_resumes_where_it_stoppe
 
     # The same folder, one more target: the two already measured are neither measured nor
     # rerun again.
-    second = sweep.sweep(gpu_slug="cpu", gpus=1, out=out, deadline_s=DEADLINE_S, limit=3, log=print)
+    second = loop.sweep(gpu_slug="cpu", gpus=1, out=out, deadline_s=DEADLINE_S, limit=3, log=print)
 
     assert (second["measured"], second["reruns"], second["left"]) == (1, 1, 0), second
     assert controlled_runs().count() == 3
@@ -102,9 +103,9 @@ def test_a_sweep_measures_reruns_judges_and_exports_then_resumes_where_it_stoppe
     first_two = list(controlled_runs().order_by("pk")[:2])
     RerunJob.objects.filter(result_run__in=first_two).update(gpu_uuid="GPU-card-A")
     RerunJob.objects.filter(run__in=first_two).update(gpu_uuid="GPU-card-A")
-    monkeypatch.setattr(sweep, "local_gpus", lambda: (("cpu", "GPU-card-B"),))
+    monkeypatch.setattr(loop, "local_gpus", lambda: (("cpu", "GPU-card-B"),))
 
-    third = sweep.sweep(gpu_slug="cpu", gpus=1, out=out, deadline_s=DEADLINE_S, limit=3, log=print)
+    third = loop.sweep(gpu_slug="cpu", gpus=1, out=out, deadline_s=DEADLINE_S, limit=3, log=print)
 
     # Only those two are rerun (the third run's card is unknown), each once more, with a verdict.
     assert (third["measured"], third["reruns"], third["left"]) == (0, 2, 0), third
@@ -123,14 +124,14 @@ def test_a_sweep_measures_reruns_judges_and_exports_then_resumes_where_it_stoppe
     # A host whose only card is A: a rerun there could not make a run measured on A reproduced,
     # so such a run waits for another card, whether found at the start or measured by this sweep.
     third_run = controlled_runs().order_by("pk")[2]
-    waiting = sweep.Progress()
-    assert sweep._rerun_here([*first_two, third_run], {"GPU-card-A"}, waiting) == [third_run]
+    waiting = loop.Progress()
+    assert loop._rerun_here([*first_two, third_run], {"GPU-card-A"}, waiting) == [third_run]
     assert waiting.waiting == 2
-    assert sweep._rerun_here(first_two, set(), waiting) == first_two  # several cards, or a CPU
+    assert loop._rerun_here(first_two, set(), waiting) == first_two  # several cards, or a CPU
     measured_on_a = RerunJob.objects.get(kind=JobKind.MEASURE, result_run=first_two[0])
     for host_card, reruns_here in (("GPU-card-A", []), ("GPU-card-C", [first_two[0]])):
-        to_rerun, figures = [], sweep.Progress()
-        sweep._collect({measured_on_a.pk: "target"}, [], to_rerun, {}, figures, True, {host_card})
+        to_rerun, figures = [], loop.Progress()
+        loop._collect({measured_on_a.pk: "target"}, [], to_rerun, {}, figures, True, {host_card})
         assert (figures.measured, figures.waiting, to_rerun) == (1, 1 - len(reruns_here), reruns_here)
 
     # A rerun that failed (a compiler's error on a cold cache, say) is sent again once, then
@@ -138,17 +139,17 @@ def test_a_sweep_measures_reruns_judges_and_exports_then_resumes_where_it_stoppe
     rerun = RerunJob.objects.filter(kind=JobKind.RERUN, run=first_two[0]).latest("pk")
     rerun.state, rerun.error = JobState.FAILED, "Harness failed: InternalTorchDynamoError"
     rerun.save(update_fields=["state", "error"])
-    to_rerun, figures, attempts = [], sweep.Progress(), defaultdict(int)
-    sweep._collect({rerun.pk: None}, [], to_rerun, attempts, figures, True)
+    to_rerun, figures, attempts = [], loop.Progress(), defaultdict(int)
+    loop._collect({rerun.pk: None}, [], to_rerun, attempts, figures, True)
     assert (to_rerun, figures.reruns, figures.failed) == ([first_two[0]], 0, [])
-    sweep._collect({rerun.pk: None}, [], to_rerun, attempts, figures, True)
+    loop._collect({rerun.pk: None}, [], to_rerun, attempts, figures, True)
     assert to_rerun == [first_two[0]] and figures.failed == [
         f"rerun of run {first_two[0].pk}: Harness failed: InternalTorchDynamoError"
     ]
     rerun.state = JobState.CANCELLED
     rerun.save(update_fields=["state"])
-    to_rerun, figures = [], sweep.Progress()
-    sweep._collect({rerun.pk: None}, [], to_rerun, defaultdict(int), figures, True)
+    to_rerun, figures = [], loop.Progress()
+    loop._collect({rerun.pk: None}, [], to_rerun, defaultdict(int), figures, True)
     assert (to_rerun, figures.reruns, figures.failed) == ([], 0, [])
 
     # Each run measured on A, rerun on A, then on B: inconclusive there. Another rerun may settle
@@ -179,9 +180,9 @@ def test_a_sweep_measures_reruns_judges_and_exports_then_resumes_where_it_stoppe
     monkeypatch.setattr(judgement, "SETTLE_MAX", extra)
     assert unsettled(first_two, {"GPU-card-C"}) == [first_two[1]]
     monkeypatch.setattr(judgement, "SETTLE_MAX", settle_max)
-    monkeypatch.setattr(sweep, "local_gpus", lambda: (("cpu", "GPU-card-C"),))
+    monkeypatch.setattr(loop, "local_gpus", lambda: (("cpu", "GPU-card-C"),))
 
-    fourth = sweep.sweep(gpu_slug="cpu", gpus=1, out=out, deadline_s=DEADLINE_S, limit=3, log=print)
+    fourth = loop.sweep(gpu_slug="cpu", gpus=1, out=out, deadline_s=DEADLINE_S, limit=3, log=print)
 
     assert (fourth["measured"], fourth["reruns"], fourth["left"]) == (0, 2, 0), fourth
     for run in first_two:
@@ -190,11 +191,11 @@ def test_a_sweep_measures_reruns_judges_and_exports_then_resumes_where_it_stoppe
 
 
 def same_card_runs(runs, host_cards):
-    return sweep._same_card_runs(runs, sweep.RerunRecord.read(runs), elsewhere_than=host_cards)
+    return targets.same_card_runs(runs, targets.RerunRecord.read(runs), elsewhere_than=host_cards)
 
 
 def unsettled(runs, host_cards):
-    return sweep._unsettled(runs, sweep.RerunRecord.read(runs), elsewhere_than=host_cards)
+    return targets.unsettled(runs, targets.RerunRecord.read(runs), elsewhere_than=host_cards)
 
 
 def test_a_job_past_the_sweeps_time_limit_is_killed_reported_and_not_tried_again(fleet_env, tmp_path):
@@ -205,7 +206,7 @@ def test_a_job_past_the_sweeps_time_limit_is_killed_reported_and_not_tried_again
     csv_import(tmp_path / "cpu.csv", small_cpu_rows(1))
     out = tmp_path / "controlled"
 
-    figures = sweep.sweep(
+    figures = loop.sweep(
         gpu_slug="cpu", gpus=1, out=out, deadline_s=DEADLINE_S, limit=1, job_timeout_s=1, log=print
     )
 
@@ -225,7 +226,7 @@ def test_a_job_past_the_sweeps_time_limit_is_killed_reported_and_not_tried_again
     )
     assert timeout.ran_s >= 1 and "timed out" in timeout.error
 
-    again = sweep.sweep(gpu_slug="cpu", gpus=1, out=out, deadline_s=DEADLINE_S, job_timeout_s=1, log=print)
+    again = loop.sweep(gpu_slug="cpu", gpus=1, out=out, deadline_s=DEADLINE_S, job_timeout_s=1, log=print)
 
     assert (again["measured"], again["skipped_after_timeout_or_out_of_memory"], again["failed"]) == (
         0,
@@ -242,7 +243,7 @@ def test_a_sweep_whose_worker_cannot_start_stops_saying_why(fleet_env, tmp_path,
     monkeypatch.setenv("JOB_STALE_AFTER", "0.5")
     csv_import(tmp_path / "cpu.csv", small_cpu_rows(1))
 
-    figures = sweep.sweep(
+    figures = loop.sweep(
         gpu_slug="cpu", gpus=1, out=tmp_path / "controlled", deadline_s=DEADLINE_S, limit=1, log=print
     )
 

@@ -5,7 +5,7 @@ from django.urls import reverse
 
 from registry.models import BenchmarkRun
 from registry.reruns.harness.kernels import UNMAPPED
-from registry.services import BUNDLED_LIGER_CSV, liger_import
+from registry.sources.liger.services import BUNDLED_LIGER_CSV, liger_import
 
 pytestmark = pytest.mark.django_db
 

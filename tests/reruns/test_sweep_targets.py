@@ -13,11 +13,12 @@ from django.db.models import Q
 from django.urls import reverse
 
 from registry.models import BenchmarkRun
-from registry.reruns import sweep
 from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_load
 from registry.reruns.judgement import SETTLE_MAX
 from registry.reruns.models import JobKind, RerunJob
-from registry.services.imports import BUNDLED_LIGER_CSV, liger_import
+from registry.reruns.sweep.status import progress
+from registry.reruns.sweep.targets import current_families, legacy_runs, measured_targets, targets
+from registry.sources.liger.services import BUNDLED_LIGER_CSV, liger_import
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +28,7 @@ def shipped_fused_moe(tmp_path):
     shutil.copy(BUNDLED_CONTROLLED_DIR / "nvidia-h200-fused_moe.json.gz", tmp_path)
     controlled_runs_load(path=tmp_path)
     return BenchmarkRun.objects.filter(
-        kernel__slug="fused_moe", protocol__comparability_family__in=sweep._current_families("nvidia-h200")
+        kernel__slug="fused_moe", protocol__comparability_family__in=current_families("nvidia-h200")
     )
 
 
@@ -49,7 +50,7 @@ def test_liger_runs_measured_before_upstreams_warmup_are_measured_again(shipped_
     # (2026-12-01 and early on 2026-12-02) and after.
     assert without and with_warmup and huggingface.exists()
 
-    done = sweep.measured_targets(gpu_slug="nvidia-h200")
+    done = measured_targets(gpu_slug="nvidia-h200")
 
     counted = {run.pk for target, run in done.items() if target.provider == "liger"}
     assert counted and counted <= with_warmup
@@ -62,7 +63,7 @@ def test_liger_runs_measured_before_upstreams_warmup_are_measured_again(shipped_
         huggingface.values_list("pk", flat=True)
     )
     # Neither are they rerun as runs of an older protocol: they stay as they are, with their verdicts.
-    assert not {run.pk for run in sweep._legacy_runs("nvidia-h200", ["fused_moe"])} & without
+    assert not {run.pk for run in legacy_runs("nvidia-h200", ["fused_moe"])} & without
 
 
 def test_a_liger_run_whose_measure_job_ran_upstreams_warmup_counts_as_measured(shipped_fused_moe):
@@ -73,7 +74,7 @@ def test_a_liger_run_whose_measure_job_ran_upstreams_warmup_counts_as_measured(s
         return run.operation_mode, run.metric, run.workload_id
 
     def counted():
-        return {run.pk for run in sweep.measured_targets(gpu_slug="nvidia-h200").values()}
+        return {run.pk for run in measured_targets(gpu_slug="nvidia-h200").values()}
 
     # A target measured both ways: first without the warm-up, again with it (the data grows, so
     # the test builds its case from whichever such pair the shipped file holds).
@@ -135,14 +136,14 @@ QUERIES = 10  # targets 3, measured 2, reruns done 1, rerun record 3, older prot
 
 
 def status() -> dict:
-    return sweep.progress(gpu_slug="nvidia-h200", kernels=["fused_moe"])
+    return progress(gpu_slug="nvidia-h200", kernels=["fused_moe"])
 
 
 def test_the_status_says_what_is_measured_which_reruns_are_owed_and_the_jobs_left(
     fused_moe_source, shipped_fused_moe, django_assert_max_num_queries
 ):
     # The shipped file measures every fused_moe target: take two runs out, so two are left to measure.
-    for target_run in list(sweep.measured_targets(gpu_slug="nvidia-h200").values())[:2]:
+    for target_run in list(measured_targets(gpu_slug="nvidia-h200").values())[:2]:
         RerunJob.objects.filter(Q(run=target_run) | Q(result_run=target_run)).delete()
         target_run.delete()
     # A fixed number of queries, however many runs and jobs the registry holds.
@@ -153,14 +154,14 @@ def test_the_status_says_what_is_measured_which_reruns_are_owed_and_the_jobs_lef
         0
         < before["measured"]
         < before["targets"]
-        == len(sweep.targets(gpu_slug="nvidia-h200", kernels=["fused_moe"]))
+        == len(targets(gpu_slug="nvidia-h200", kernels=["fused_moe"]))
     )
     assert before["to_measure"] == before["targets"] - before["measured"]
     assert before["kernels"] == {"fused_moe": {"targets": before["targets"], "measured": before["measured"]}}
     assert before["jobs_left"] == 2 * before["to_measure"] + sum(owed.values())
 
     # A measured run that agreed on another card: its rerun taken back, it is owed one again.
-    counted = {run.pk for run in sweep.measured_targets(gpu_slug="nvidia-h200").values()}
+    counted = {run.pk for run in measured_targets(gpu_slug="nvidia-h200").values()}
     rerun = (
         RerunJob.objects.filter(kind=JobKind.RERUN, run__in=counted, verdict="agrees")
         .exclude(gpu_uuid="")
@@ -209,8 +210,7 @@ def test_the_status_says_what_is_measured_which_reruns_are_owed_and_the_jobs_lef
         settled["reproduced"]
         == before["reproduced"]
         == sum(
-            run.evidence_level == "reproduced"
-            for run in sweep.measured_targets(gpu_slug="nvidia-h200").values()
+            run.evidence_level == "reproduced" for run in measured_targets(gpu_slug="nvidia-h200").values()
         )
     )
 

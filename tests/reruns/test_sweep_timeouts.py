@@ -14,10 +14,12 @@ from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from registry.models import Workload
-from registry.reruns import sweep
 from registry.reruns.harness.session import TIMED_OUT
 from registry.reruns.models import JobState, RerunJob
-from registry.reruns.sweep_timeouts import (
+from registry.reruns.sweep import fleet, loop
+from registry.reruns.sweep.status import progress
+from registry.reruns.sweep.targets import targets
+from registry.reruns.sweep.timeouts import (
     OUT_OF_MEMORY,
     TIME_LIMIT,
     Timeout,
@@ -27,7 +29,7 @@ from registry.reruns.sweep_timeouts import (
     timeouts_read,
     timeouts_write,
 )
-from registry.services.imports import BUNDLED_LIGER_CSV, liger_import
+from registry.sources.liger.services import BUNDLED_LIGER_CSV, liger_import
 
 pytestmark = pytest.mark.django_db
 KERNEL = "multi_token_attention"
@@ -40,7 +42,7 @@ def mta_source(tmp_path):
     path = tmp_path / "mta.csv"
     path.write_text(lines[0] + "".join(line for line in lines[1:] if line.startswith(f"{KERNEL},")))
     liger_import(path=path)
-    return sweep.targets(gpu_slug="nvidia-h200", kernels=[KERNEL])
+    return targets(gpu_slug="nvidia-h200", kernels=[KERNEL])
 
 
 def timeout_at(
@@ -122,10 +124,10 @@ def test_the_file_keeps_one_line_per_target_the_longest_run_and_reads_back(tmp_p
 
 
 def test_the_status_counts_the_targets_a_sweep_would_not_try(tmp_path, mta_source):
-    before = sweep.progress(gpu_slug="nvidia-h200", kernels=[KERNEL], out=tmp_path)
+    before = progress(gpu_slug="nvidia-h200", kernels=[KERNEL], out=tmp_path)
     timeouts_write(tmp_path, "nvidia-h200", [timeout_at(1024)])
 
-    after = sweep.progress(gpu_slug="nvidia-h200", kernels=[KERNEL], out=tmp_path)
+    after = progress(gpu_slug="nvidia-h200", kernels=[KERNEL], out=tmp_path)
 
     assert (
         before["not_tried_after_a_timeout_or_out_of_memory"],
@@ -133,7 +135,7 @@ def test_the_status_counts_the_targets_a_sweep_would_not_try(tmp_path, mta_sourc
     ) == (0, 4)
     assert after["to_measure"] == before["to_measure"] - 4
     assert after["jobs_left"] == before["jobs_left"] - 8  # a measure job and its rerun each
-    longer = sweep.progress(gpu_slug="nvidia-h200", kernels=[KERNEL], out=tmp_path, job_timeout_s=900)
+    longer = progress(gpu_slug="nvidia-h200", kernels=[KERNEL], out=tmp_path, job_timeout_s=900)
     assert longer["to_measure"] == before["to_measure"]
 
     out = StringIO()
@@ -170,7 +172,7 @@ def test_a_job_past_the_limit_drops_what_it_covers_from_the_rest_of_the_sweep(mt
     torch_forward = target("torch", 1024, "forward")
     in_flight, attempts = {}, defaultdict(int)
     for sent in (backward, forward, full, torch_forward):
-        sweep._send_measure(sent, "nvidia-h200", in_flight, attempts, print)
+        loop._send_measure(sent, "nvidia-h200", in_flight, attempts, print)
     job_of = {sent: pk for pk, sent in in_flight.items()}
     now = timezone.now()
     RerunJob.objects.filter(pk=job_of[backward]).update(
@@ -182,9 +184,9 @@ def test_a_job_past_the_limit_drops_what_it_covers_from_the_rest_of_the_sweep(mt
     )
     RerunJob.objects.filter(pk=job_of[forward]).update(state=JobState.RUNNING, started_at=now)
     pending = deque([target("liger", 1024, "full", "memory"), target("liger", 512, "forward")])
-    figures = sweep.Progress()
+    figures = loop.Progress()
 
-    sweep._collect(in_flight, pending, deque(), attempts, figures, True)
+    loop._collect(in_flight, pending, deque(), attempts, figures, True)
 
     assert sorted(in_flight.values(), key=str) == sorted([forward, torch_forward], key=str)
     assert list(pending) == [target("liger", 512, "forward")]
@@ -235,15 +237,15 @@ def test_a_target_out_of_memory_twice_is_recorded_and_drops_what_it_covers(mta_s
         "Harness failed: out of memory: OutOfMemoryError: CUDA out of memory. Tried to allocate 31.31 GiB."
     )
     in_flight, attempts = {}, defaultdict(int)
-    pending, figures = deque([memory, forward]), sweep.Progress()
+    pending, figures = deque([memory, forward]), loop.Progress()
 
     def fail_once():
-        sweep._send_measure(latency, "nvidia-h200", in_flight, attempts, print)
+        loop._send_measure(latency, "nvidia-h200", in_flight, attempts, print)
         now = timezone.now()
         RerunJob.objects.filter(pk__in=list(in_flight)).update(
             state=JobState.FAILED, started_at=now - timedelta(seconds=17), finished_at=now, error=error
         )
-        sweep._collect(in_flight, pending, deque(), attempts, figures, True)
+        loop._collect(in_flight, pending, deque(), attempts, figures, True)
 
     fail_once()  # the first time it is sent again: memory another process held may have freed
     assert (list(pending), figures.timeouts) == ([memory, forward, latency], [])
@@ -286,6 +288,6 @@ def test_the_fleets_broker_visibility_timeout_outlasts_its_job_limit(monkeypatch
     not outlast: the sweep raises the visibility timeout for its own workers where it is shorter
     (the pipeline tests' 90 s), and leaves a longer one (the site's 7,200 s) as it is."""
     monkeypatch.setenv("CELERY_VISIBILITY_TIMEOUT", "90")
-    assert sweep._time_limits(360) == {"JOB_HARNESS_TIMEOUT": "360", "CELERY_VISIBILITY_TIMEOUT": "600"}
+    assert fleet._time_limits(360) == {"JOB_HARNESS_TIMEOUT": "360", "CELERY_VISIBILITY_TIMEOUT": "600"}
     monkeypatch.setenv("CELERY_VISIBILITY_TIMEOUT", "7200")
-    assert sweep._time_limits(360)["CELERY_VISIBILITY_TIMEOUT"] == "7200"
+    assert fleet._time_limits(360)["CELERY_VISIBILITY_TIMEOUT"] == "7200"

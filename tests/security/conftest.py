@@ -28,7 +28,7 @@ from attestations.models import IssueReport
 from registry.models import BenchmarkRun, SourceSync
 from registry.reruns.models import MeasuredCeiling, RerunJob, WorkerKey
 from registry.reruns.services import rerun_request
-from registry.services import liger_import
+from registry.sources.liger.services import liger_import
 from tests.attestations.conftest import (  # noqa: F401 (autouse fixtures, shared with the attestations tests)
     REFERENCE_ID,
     clean_cache,

@@ -7,8 +7,8 @@ import json
 import pytest
 from django.core.cache import cache
 
-from registry.services import bundled_data_load, liger_import
 from registry.sources.liger.importer import COLUMNS
+from registry.sources.liger.services import bundled_data_load, liger_import
 
 GPUS = ["NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3", "NVIDIA GeForce RTX 4090"]
 CONFIG = {"bsz": 8, "hidden_size": 4096, "intermediate_size": 1376, "hidden_act": "gelu_pytorch_tanh"}

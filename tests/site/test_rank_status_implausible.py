@@ -8,7 +8,7 @@ import json
 import pytest
 from django.urls import reverse
 
-from registry import rank_status, selectors
+from registry import rank_status, run_page, selectors
 from registry.models import BenchmarkRun
 from registry.rank_status import RankStatus
 from tests.site.conftest import liger_rows
@@ -100,15 +100,14 @@ class TestStandings:
             )
 
     def test_the_run_page_with_all_its_members_gives_the_same_standings(self, group):
-        members = selectors.run_group(group["torch"])
-        rank_status.attach([group["torch"]], members=members)
-        assert {m.implementation.provider: m.standing.status for m in members} == {
+        page = run_page.run_page_of(group["torch"])
+        assert {m.implementation.provider: m.standing.status for m in page.members} == {
             "cheater": RankStatus.IMPLAUSIBLE,
             "liger": RankStatus.AHEAD,
             "huggingface": RankStatus.BEHIND,
             "torch": RankStatus.BEHIND,
         }
-        assert group["torch"].standing.compared == group["liger"]
+        assert group["torch"].standing.compared == group["liger"] == page.best
 
     def test_the_only_plausible_run_says_so(self, import_rows):
         import_rows(rows_with({"cheater": 1.0, "liger": 30.0}))

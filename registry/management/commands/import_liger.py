@@ -5,7 +5,8 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
-from registry.services import ImportRejected, liger_import
+from registry.services import ImportRejected
+from registry.sources.liger.services import liger_import
 
 
 class Command(BaseCommand):

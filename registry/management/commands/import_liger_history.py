@@ -1,8 +1,8 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from registry.services import ImportRejected
-from registry.services.history import liger_history_import
 from registry.sources.liger.history import HistoryError
+from registry.sources.liger.services import liger_history_import
 
 
 class Command(BaseCommand):

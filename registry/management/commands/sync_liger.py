@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from registry.models import SourceSync
-from registry.services.sync import liger_sync
+from registry.sources.liger.sync import liger_sync
 from registry.tasks import sync_liger_task
 
 

@@ -136,77 +136,17 @@ def rank_run(rank: int, world_size: int, rendezvous: str, plan: dict, recorder=N
     )
     try:
         module = importlib.import_module(plan["script"])
-        group = dist.group.WORLD
         device = torch.device(f"cuda:{rank}") if cuda else torch.device("cpu")
         config = plan["config"]
-        s, b, v = config["S"], config["B"], plan["x_value"]
-        began = time.perf_counter()
+        # Upstream's per-rank arguments after the provider (and the pass, for speed).
+        rank_args = (config["S"], config["B"], plan["x_value"], world_size, dist.group.WORLD, device)
         if plan["metric"] == "latency":
-            loops, steps = [], []
-            real_loop = module._timed_loop
-
-            def timed_loop(fn, tp_group, n_iters):
-                per_call_ms = real_loop(fn, tp_group, n_iters)
-                loops.append(float(per_call_ms))
-                steps.append((fn, n_iters))
-                return per_call_ms
-
-            module._timed_loop = timed_loop
-            try:
-                figures = getattr(module, plan["function"])(
-                    plan["provider"], plan["operation_mode"], s, b, v, world_size, group, device
-                )
-            finally:
-                module._timed_loop = real_loop
-            upstream_s = time.perf_counter() - began
-            step = steps[-1][0]
-            precision_of = lambda samples: stats.relative_precision(samples, settings["confidence"])  # noqa: E731
-            if world_size == 1:
-                measured = timing.sample(
-                    torch,
-                    step,
-                    grad_to_none=None,
-                    settings=settings,
-                    device=plan["device"],
-                    precision_of=precision_of,
-                )
-            else:
-                measured = _lockstep(torch, dist, group, device, step, statistics.median(loops), settings)
-                measured["precision"] = precision_of(measured["samples"])
-            samples = measured.pop("samples")
-            median, p20, p80 = stats.quantiles(samples)
-            extra = {
-                **measured,
-                "upstream_s": upstream_s,
-                "loop_samples_ms": loops,
-                "upstream_call": {"loops": len(loops), "calls_per_loop": steps[-1][1]},
-            }
+            figures, samples, quantiles, extra = _latency(
+                torch, dist, module, plan, rank_args, settings, timing, stats
+            )
         else:
-            peaks, reserved, real_peak = [], [], torch.cuda.max_memory_allocated
-
-            def peak(*args, **kwargs):
-                value = real_peak(*args, **kwargs)
-                peaks.append(value / 2**20)
-                reserved.append(torch.cuda.max_memory_reserved() / 2**20)
-                return value
-
-            state = timing.memory_state_reset(torch)
-            torch.cuda.max_memory_allocated = peak
-            try:
-                figures = getattr(module, plan["function"])(
-                    plan["provider"], s, b, v, world_size, group, device
-                )
-            finally:
-                torch.cuda.max_memory_allocated = real_peak
-            samples = peaks
-            median, p20, p80 = (float(f) for f in figures)
-            extra = {
-                "protocol": "upstream-peak-memory",
-                **state,
-                "peak_reserved_mb": reserved,
-                "timing_s": time.perf_counter() - began,
-                "stop": "count",
-            }
+            figures, samples, quantiles, extra = _memory(torch, module, plan, rank_args, timing)
+        median, p20, p80 = quantiles
         upstream = dict(zip(("median", "p20", "p80"), (float(f) for f in figures), strict=True))
         return {
             "rank": rank,
@@ -220,6 +160,90 @@ def rank_run(rank: int, world_size: int, rendezvous: str, plan: dict, recorder=N
         }
     finally:
         dist.destroy_process_group()
+
+
+def _latency(torch, dist, module, plan: dict, rank_args: tuple, settings: dict, timing, stats) -> tuple:
+    """Upstream's speed function, its timed loops watched (`_timed_loops`), then the step they
+    timed sampled under KernelIndex's protocol: as the runner samples on one rank, in lockstep on
+    several. (figures, samples, their quantiles, what else the rank reports)."""
+    world_size, group, device = rank_args[3:]  # S, B, V, then these (upstream's order)
+    began = time.perf_counter()
+    figures, loops, steps = _timed_loops(
+        module,
+        lambda: getattr(module, plan["function"])(plan["provider"], plan["operation_mode"], *rank_args),
+    )
+    upstream_s = time.perf_counter() - began
+    step = steps[-1][0]
+    precision_of = lambda samples: stats.relative_precision(samples, settings["confidence"])  # noqa: E731
+    if world_size == 1:
+        measured = timing.sample(
+            torch,
+            step,
+            grad_to_none=None,
+            settings=settings,
+            device=plan["device"],
+            precision_of=precision_of,
+        )
+    else:
+        measured = _lockstep(torch, dist, group, device, step, statistics.median(loops), settings)
+        measured["precision"] = precision_of(measured["samples"])
+    samples = measured.pop("samples")
+    extra = {
+        **measured,
+        "upstream_s": upstream_s,
+        "loop_samples_ms": loops,
+        "upstream_call": {"loops": len(loops), "calls_per_loop": steps[-1][1]},
+    }
+    return figures, samples, stats.quantiles(samples), extra
+
+
+def _timed_loops(module, call) -> tuple:
+    """`call()` with the script's `_timed_loop` watched: upstream's figures, each loop's per-call
+    mean (ms), and each loop's step with its count of calls."""
+    loops, steps = [], []
+    real_loop = module._timed_loop
+
+    def timed_loop(fn, tp_group, n_iters):
+        per_call_ms = real_loop(fn, tp_group, n_iters)
+        loops.append(float(per_call_ms))
+        steps.append((fn, n_iters))
+        return per_call_ms
+
+    module._timed_loop = timed_loop
+    try:
+        figures = call()
+    finally:
+        module._timed_loop = real_loop
+    return figures, loops, steps
+
+
+def _memory(torch, module, plan: dict, rank_args: tuple, timing) -> tuple:
+    """Upstream's memory function, with upstream's definition: the peaks it reads through
+    torch.cuda.max_memory_allocated (watched, to keep each one and the reserved peak beside it).
+    (figures, samples, their quantiles, what else the rank reports)."""
+    began = time.perf_counter()
+    peaks, reserved, real_peak = [], [], torch.cuda.max_memory_allocated
+
+    def peak(*args, **kwargs):
+        value = real_peak(*args, **kwargs)
+        peaks.append(value / 2**20)
+        reserved.append(torch.cuda.max_memory_reserved() / 2**20)
+        return value
+
+    state = timing.memory_state_reset(torch)
+    torch.cuda.max_memory_allocated = peak
+    try:
+        figures = getattr(module, plan["function"])(plan["provider"], *rank_args)
+    finally:
+        torch.cuda.max_memory_allocated = real_peak
+    extra = {
+        "protocol": "upstream-peak-memory",
+        **state,
+        "peak_reserved_mb": reserved,
+        "timing_s": time.perf_counter() - began,
+        "stop": "count",
+    }
+    return figures, peaks, tuple(float(f) for f in figures), extra
 
 
 def _lockstep(torch, dist, group, device, step, per_call_ms, settings) -> dict:

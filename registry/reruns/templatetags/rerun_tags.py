@@ -14,13 +14,15 @@ register = template.Library()
 
 
 @register.inclusion_tag("registry/rerun_history.html")
-def run_reruns(run):
-    """One query, however long the history."""
-    jobs = list(
-        RerunJob.objects.filter(Q(run=run) | Q(result_run=run))
-        .only(*RerunJob.PUBLIC_FIELDS)
-        .order_by("-created_at", "-pk")
-    )
+def run_reruns(run, jobs=None):
+    """`jobs`: every job of the run, newest first, where the page has read them (the run page's
+    read model, registry/run_page.py); else one query, however long the history."""
+    if jobs is None:
+        jobs = list(
+            RerunJob.objects.filter(Q(run=run) | Q(result_run=run))
+            .only(*RerunJob.PUBLIC_FIELDS)
+            .order_by("-created_at", "-pk")
+        )
     return {
         "run": run,
         "jobs": jobs,

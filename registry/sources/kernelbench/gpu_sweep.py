@@ -16,6 +16,7 @@ after it, by at most the problem timeout.
 """
 
 import argparse
+import gzip
 import hashlib
 import json
 import os
@@ -112,10 +113,12 @@ class Child:
 
 
 def done_keys(out: Path) -> set:
+    """The (problem digest, implementation) pairs a sweep's output file holds (plain or .gz)."""
     if not out.is_file():
         return set()
+    data = out.read_bytes()
     keys = set()
-    for line in out.read_text().splitlines():
+    for line in (gzip.decompress(data) if out.name.endswith(".gz") else data).decode().splitlines():
         try:
             entry = json.loads(line)
         except ValueError:
@@ -133,6 +136,14 @@ def sweep(args) -> int:
         if not args.names or problem["problem"] in args.names
         for implementation in args.implementations
     ]
+    if args.again:  # another card's sweep: measure what it measured, to judge it
+        wanted = done_keys(args.again)
+        todo = [
+            (problem, implementation)
+            for problem in problems(args.archive, args.levels)
+            for implementation in sorted(CONFIGURATIONS)
+            if (problem["sha256"], implementation) in wanted
+        ]
     done = done_keys(args.out)
     todo = [(p, i) for p, i in todo if (p["sha256"], i) not in done]
     print(f"{len(todo)} to measure ({len(done)} already in {args.out})", flush=True)
@@ -182,6 +193,9 @@ def main(argv=None) -> int:
         "--implementation", dest="implementations", action="append", choices=sorted(CONFIGURATIONS)
     )
     parser.add_argument("--problem", dest="names", action="append", help="only these files (e.g. 19_ReLU.py)")
+    parser.add_argument(
+        "--again", type=Path, help="measure again what this output file of another card's sweep holds"
+    )
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--budget", type=float, default=1.0, help="seconds of sampling a problem")
     parser.add_argument("--deadline", type=float, default=500.0, help="seconds; no problem starts after")

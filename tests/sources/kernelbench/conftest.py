@@ -188,8 +188,8 @@ def site_runs(tmp_path):
     """A few Liger runs beside the KernelBench ones, through Liger's real importer."""
     import csv
 
-    from registry.services import liger_import
     from registry.sources.liger.importer import COLUMNS
+    from registry.sources.liger.services import liger_import
     from tests.site.conftest import liger_rows
 
     rows = liger_rows()

@@ -11,9 +11,9 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from registry.models import BenchmarkRun, Change, SourceImport
-from registry.services import ImportRejected, liger_import
-from registry.services.history import BUNDLED_LIGER_HISTORY, liger_history_import
+from registry.services import ImportRejected
 from registry.sources.liger import history
+from registry.sources.liger.services import BUNDLED_LIGER_HISTORY, liger_history_import, liger_import
 
 pytestmark = pytest.mark.django_db
 

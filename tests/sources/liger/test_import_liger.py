@@ -4,8 +4,9 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from registry.models import BenchmarkRun, SourceImport, Workload
-from registry.services import ImportRejected, liger_import
+from registry.services import ImportRejected
 from registry.sources.liger import importer as liger
+from registry.sources.liger.services import liger_import
 from tests.registry.csvdata import bundled_rows, write_csv
 
 ONE_MS = {"y_value_20": "1.0", "y_value_50": "1.0", "y_value_80": "1.0"}

@@ -4,11 +4,14 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from registry.models import BenchmarkRun
-from registry.reruns import sweep
 from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR
 from registry.reruns.harness import KERNELS, local_gpu_slug
 from registry.reruns.harness.upstream import HarnessMissing
-from registry.reruns.sweep_timeouts import TimeoutsFileError
+from registry.reruns.sweep.fleet import JOB_TIMEOUT_S
+from registry.reruns.sweep.loop import sweep
+from registry.reruns.sweep.status import progress
+from registry.reruns.sweep.throughput import throughput
+from registry.reruns.sweep.timeouts import TimeoutsFileError
 from registry.reruns.torch_check import torch_missing
 
 
@@ -30,9 +33,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--job-timeout",
             type=float,
-            default=sweep.JOB_TIMEOUT_S,
+            default=JOB_TIMEOUT_S,
             help="Seconds one job may run on its card before it is killed and reported "
-            f"(default {sweep.JOB_TIMEOUT_S}: fused_moe's compiles on a cold cache took up to 235 s).",
+            f"(default {JOB_TIMEOUT_S}: fused_moe's compiles on a cold cache took up to 235 s).",
         )
         parser.add_argument("--kernel", action="append", default=[], help="Only this kernel; repeatable.")
         parser.add_argument(
@@ -88,7 +91,7 @@ class Command(BaseCommand):
         options["out"].mkdir(parents=True, exist_ok=True)
         log = lambda message: self.stdout.write(str(message))  # noqa: E731
         if options["throughput"]:
-            figures = sweep.throughput(
+            figures = throughput(
                 gpu_slug=gpu,
                 gpus=options["gpus"],
                 count=options["throughput"],
@@ -97,7 +100,7 @@ class Command(BaseCommand):
                 log=log,
             )
         else:
-            figures = sweep.sweep(
+            figures = sweep(
                 gpu_slug=gpu,
                 gpus=options["gpus"],
                 out=options["out"],
@@ -117,7 +120,7 @@ class Command(BaseCommand):
         if not BenchmarkRun.objects.exists():
             raise CommandError("The registry is empty: run `python manage.py load_bundled_data` first.")
         kernels = options["kernel"] or None
-        figures = sweep.progress(
+        figures = progress(
             gpu_slug=gpu, kernels=kernels, out=options["out"], job_timeout_s=options["job_timeout"]
         )
         self.stdout.write(json.dumps(figures, indent=1))
