@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""What KernelIndex's GPU hosts measured of KernelBench's problems, from the shipped sweep files
+(registry/sources/kernelbench/data/gpu/*.jsonl.gz, as `gpu_sweep` wrote them), as Markdown on
+standard output. No Django and no database: the figures come from the files alone, with the
+statistics the registry uses (registry/stats).
+
+    .venv/bin/python scripts/kernelbench_gpu_report.py > docs/reports/2026-12-06-h200-kernelbench.md
+
+Per card: the problems measured under each implementation; how the NVML sampler read the card
+while each block was timed; how far each block's median lay from the job's; KernelIndex's median
+against upstream's own figure (the mean of 100 calls without an L2 flush) taken in the same
+process. Across cards, for each problem and implementation measured on two: the relative
+difference of the medians and its 95% interval from the two jobs' between-block variance alone
+(registry.stats.intervals.difference), and how many of those intervals lie within ±2%.
+"""
+
+import gzip
+import json
+import statistics
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from registry.stats import intervals  # noqa: E402
+
+GPU_DIR = ROOT / "registry" / "sources" / "kernelbench" / "data" / "gpu"
+
+
+def entries(folder: Path = GPU_DIR) -> list[dict]:
+    found = []
+    for file in sorted(folder.glob("*.jsonl.gz")):
+        for line in gzip.decompress(file.read_bytes()).decode().splitlines():
+            entry = json.loads(line)
+            entry["file"] = file.name
+            found.append(entry)
+    return found
+
+
+def block_offsets(result: dict) -> list[float]:
+    """Each block's median relative to the job's median."""
+    samples, blocks = result["samples"], result["sampling"]["sample_blocks"]
+    median = statistics.median(samples)
+    return [
+        statistics.median([s for s, b in zip(samples, blocks, strict=True) if b == block]) / median - 1
+        for block in sorted(set(blocks))
+    ]
+
+
+def estimate(result: dict) -> intervals.MedianEstimate:
+    return intervals.median_estimate(result["samples"], block_ids=result["sampling"]["sample_blocks"])
+
+
+def percent(value: float, digits: int = 1) -> str:
+    return f"{value * 100:+.{digits}f}%"
+
+
+def card_section(card: str, measured: list[dict]) -> list[str]:
+    by_impl = defaultdict(int)
+    for entry in measured:
+        by_impl[entry["implementation"]] += 1
+    readings, rates, capped, offsets, versus_upstream = [], [], 0, [], []
+    for entry in measured:
+        result = entry["result"]
+        for block in result["gpu_state"].get("blocks", []):
+            if block.get("readings"):
+                readings.append(block["readings"])
+                if block["readings"] >= 2 and block.get("hz"):  # one reading has no rate
+                    rates.append(block["hz"])
+        capped += bool(result["gpu_state"].get("throttled"))
+        offsets += [abs(x) for x in block_offsets(result)]
+        versus_upstream.append(result["upstream"]["mean"] / result["median"] - 1)
+    dates = sorted(entry["finished_at"] for entry in measured)
+    lines = [
+        f"### {card}",
+        "",
+        f"{len(measured)} measurements from {dates[0]} to {dates[-1]} ("
+        + ", ".join(f"{n} {impl}" for impl, n in sorted(by_impl.items()))
+        + ").",
+        "",
+        f"- NVML read while timing: {len(readings)} blocks, a median of {statistics.median(readings):.0f} "
+        f"readings a block (least {min(readings)}, most {max(readings)}; a block is often shorter "
+        f"than the sampler's 50 ms period), at a median {statistics.median(rates) if rates else 0:.1f} Hz "
+        f"where a block had two or more; a slow-down reason (`sw_power_cap` and the like) seen "
+        f"while timing in {capped} of {len(measured)} jobs.",
+        f"- Each block's median against its job's: median |offset| {statistics.median(offsets) * 100:.2f}%, "
+        f"95th percentile {np.percentile(offsets, 95) * 100:.2f}%, most {max(offsets) * 100:.2f}% "
+        f"({len(offsets)} blocks).",
+        f"- Upstream's figure (mean of 100 calls, no L2 flush) against KernelIndex's median in the same "
+        f"process: median {percent(statistics.median(versus_upstream))}, from "
+        f"{percent(min(versus_upstream))} to {percent(max(versus_upstream))}.",
+        "",
+    ]
+    return lines
+
+
+def pairs_section(pairs: list[tuple[dict, dict]]) -> list[str]:
+    if not pairs:
+        return ["No problem was measured on two cards.", ""]
+    rows, within = [], 0
+    for first, second in pairs:
+        judged = intervals.difference(estimate(second["result"]), estimate(first["result"]))
+        within += -0.02 <= judged.low and judged.high <= 0.02
+        rows.append(
+            f"| {first['level']} | {first['problem']} | {first['implementation']} | "
+            f"{first['result']['median']:.4g} | {second['result']['median']:.4g} | "
+            f"{percent(judged.point, 2)} | {percent(judged.low, 2)} to {percent(judged.high, 2)} |"
+        )
+    differences = [abs(s["result"]["median"] / f["result"]["median"] - 1) for f, s in pairs]
+    return [
+        f"{len(pairs)} problem and implementation pairs measured on two cards. |difference| of the "
+        f"medians: median {statistics.median(differences) * 100:.2f}%, 95th percentile "
+        f"{np.percentile(differences, 95) * 100:.2f}%, most {max(differences) * 100:.2f}%. The 95% "
+        f"interval from the two jobs' between-block variance alone lies within ±2% for {within} of "
+        f"{len(pairs)}; the registry's verdict adds the card-to-card margin of its class "
+        f"(`docs/protocol.md`), so this is the interval before that margin.",
+        "",
+        "| level | problem | implementation | first card (ms) | second card (ms) | difference | 95% interval |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+        *rows,
+        "",
+    ]
+
+
+def report(found: list[dict]) -> str:
+    measured = [entry for entry in found if entry.get("result")]
+    failed = [entry for entry in found if not entry.get("result")]
+    cards = defaultdict(list)
+    for entry in measured:
+        cards[entry["result"]["gpu_uuid"][:12]].append(entry)
+    environment = measured[0]["result"]["environment"] if measured else {}
+    lines = [
+        "# KernelBench's problems on H200 cards, by card",
+        "",
+        "Written by `.venv/bin/python scripts/kernelbench_gpu_report.py` from the shipped sweep files "
+        "(`registry/sources/kernelbench/data/gpu/`); `docs/sources.md` says how a GPU host makes them. "
+        f"Host software: torch {environment.get('torch', '?')}, Python {environment.get('python', '?')}. "
+        "KernelBench publishes no H200 figure: these are the first.",
+        "",
+        f"{len(measured)} measurements on {len(cards)} cards; {len(failed)} problems failed on the host.",
+        "",
+        "## By card",
+        "",
+    ]
+    for card, on_card in sorted(cards.items(), key=lambda item: min(e["finished_at"] for e in item[1])):
+        lines += card_section(card, on_card)
+    first_of, pairs = {}, []
+    for entry in sorted(measured, key=lambda e: e["finished_at"]):
+        key = (entry["sha256"], entry["implementation"])
+        if key not in first_of:
+            first_of[key] = entry
+        elif entry["result"]["gpu_uuid"] != first_of[key]["result"]["gpu_uuid"]:
+            pairs.append((first_of[key], entry))
+    lines += ["## Across cards", "", *pairs_section(pairs)]
+    if failed:
+        lines += ["## Failed on the host", ""]
+        lines += [
+            f"- {e['level']}/{e['problem']} ({e['implementation']}): {e['error'][:200]}" for e in failed
+        ]
+        lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(report(entries()))
