@@ -1,0 +1,94 @@
+"""The sweep's workers: one Celery worker per GPU on the model's queue and one recorder on the
+default queue, started from this process's environment with the sweep's own time limit."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+
+MULTICAST_OFF = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
+# The sweep's own time limit for one harness run (its workers' JOB_HARNESS_TIMEOUT): the slowest
+# jobs of the shipped sweeps, fused_moe's on a cold Triton cache (compiling and autotuning each
+# shape), took 235 s; every other kernel's under 90 s. A job that hangs is killed at this limit
+# and its card goes on with the next; it is reported, not tried again in the same sweep (the
+# sweep on GPU-dc082f35, 2026-12-03, lost half its GPU time to one multi_token_attention job that never returned,
+# under the site's 1,800 s limit).
+JOB_TIMEOUT_S = 360
+LOG_TAIL = 3000  # characters of a worker's log that the sweep shows when the worker exits
+VISIBILITY_MARGIN_S = 240  # the task's hard limit is JOB_HARNESS_TIMEOUT + 180 s (tasks.py)
+
+
+def _time_limits(job_timeout_s: float) -> dict:
+    """The fleet's settings for the sweep's limit: JOB_HARNESS_TIMEOUT, and a broker visibility
+    timeout that outlasts it with the task's hard limit (+180 s), raised where the environment's
+    is shorter, never lowered (the settings refuse to start a worker whose visibility timeout a
+    job could outlast; a shorter one only brings a lost message back sooner)."""
+    configured = os.environ.get("CELERY_VISIBILITY_TIMEOUT") or settings.CELERY_BROKER_TRANSPORT_OPTIONS.get(
+        "visibility_timeout", 0
+    )
+    visibility = max(int(float(configured or 0)), int(job_timeout_s) + VISIBILITY_MARGIN_S)
+    return {"JOB_HARNESS_TIMEOUT": str(job_timeout_s), "CELERY_VISIBILITY_TIMEOUT": str(visibility)}
+
+
+class Fleet:
+    """One Celery worker per GPU (CUDA_VISIBLE_DEVICES), all consuming the model's queue, and
+    one CPU worker on the default queue that records results."""
+
+    def __init__(self, *, gpu_slug: str, gpus: int, log_dir: Path, job_timeout_s: float = JOB_TIMEOUT_S):
+        self.processes, self.logs = [], []
+        base = [sys.executable, "-m", "celery", "-A", "kernelindex", "worker", "--prefetch-multiplier", "1"]
+        root = Path(settings.BASE_DIR)
+        common = {**os.environ, **MULTICAST_OFF, **_time_limits(job_timeout_s)}
+        for index in range(gpus):
+            env = dict(common)
+            if gpu_slug != "cpu":
+                env["CUDA_VISIBLE_DEVICES"] = str(index)
+            command = [*base, "-Q", f"gpu.{gpu_slug}", "-c", "1", "-n", f"gpu{index}@%h", "-l", "info"]
+            self._start(command, env, root, log_dir / f"worker-gpu{index}.log")
+        command = [
+            *base,
+            "-Q",
+            settings.CELERY_TASK_DEFAULT_QUEUE,
+            "-c",
+            "2",
+            "-n",
+            "recorder@%h",
+            "-l",
+            "info",
+        ]
+        self._start(command, common, root, log_dir / "worker-recorder.log")
+
+    def _start(self, command, env, root, log: Path):
+        log.parent.mkdir(parents=True, exist_ok=True)
+        self.processes.append(
+            subprocess.Popen(command, cwd=root, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+        )
+        self.logs.append(log)
+
+    def exited(self) -> str:
+        """'' while every worker runs; else which one exited, with the end of its log."""
+        for process, log in zip(self.processes, self.logs, strict=True):
+            code = process.poll()
+            if code is not None:
+                tail = log.read_text(errors="replace")[-LOG_TAIL:]
+                return f"the worker logging to {log.name} exited with status {code}; its log ends:\n{tail}"
+        return ""
+
+    def stop(self, grace_s: float = 20) -> None:
+        for process in self.processes:
+            process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for process in self.processes:
+            try:
+                process.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                process.kill()  # a job cut short is cancelled by the sweep and measured next time
+                process.wait()
