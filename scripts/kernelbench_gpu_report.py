@@ -83,7 +83,7 @@ def card_section(card: str, measured: list[dict]) -> list[str]:
         + ").",
         "",
         f"- NVML read while timing: {len(readings)} blocks, a median of {statistics.median(readings):.0f} "
-        f"readings a block (least {min(readings)}, most {max(readings)}; a block is often shorter "
+        f"reading(s) a block (least {min(readings)}, most {max(readings)}; a block is often shorter "
         f"than the sampler's 50 ms period), at a median {statistics.median(rates) if rates else 0:.1f} Hz "
         f"where a block had two or more; a slow-down reason (`sw_power_cap` and the like) seen "
         f"while timing in {capped} of {len(measured)} jobs.",
@@ -141,7 +141,8 @@ def report(found: list[dict]) -> str:
         f"Host software: torch {environment.get('torch', '?')}, Python {environment.get('python', '?')}. "
         "KernelBench publishes no H200 figure: these are the first.",
         "",
-        f"{len(measured)} measurements on {len(cards)} cards; {len(failed)} problems failed on the host.",
+        f"{len(measured)} measurements on {len(cards)} card{'s' if len(cards) != 1 else ''}; "
+        f"{len(failed)} problems failed on the host.",
         "",
         "## By card",
         "",
