@@ -38,6 +38,9 @@ EXCEPTIONS = {
     ("registry.sources.kernelbench.gpu_sweep", "registry.reruns.harness.timing"): (
         "a GPU host's sweep of KernelBench problems takes the protocol's default timing settings"
     ),
+    ("registry.sources.kernelbench.controlled", "registry.reruns.harness.timing"): (
+        "a KernelBench measurement's protocol is the timing loop's own description"
+    ),
     ("registry.sources.kernelbench.controlled", "registry.reruns.models"): (
         "a KernelBench measurement is recorded as a measure job with its raw samples"
     ),

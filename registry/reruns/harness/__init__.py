@@ -17,7 +17,7 @@ from registry.reruns.harness.job_result import ANSWER_FIELDS, JobResult
 from registry.reruns.harness.kernels import KERNELS
 from registry.reruns.harness.session import session_run
 from registry.reruns.harness.spec import Refused, gpu_slug, plan_for
-from registry.reruns.harness.timing import DEFAULT_SETTINGS
+from registry.reruns.harness.timing import DEFAULT_SETTINGS, protocol_core
 from registry.reruns.harness.upstream import (
     LIGER_KERNEL_VERSION,
     LIGER_REPOSITORY,
@@ -129,31 +129,17 @@ def protocol_for(*, device: str, metric: str, timing: dict = DEFAULT_SETTINGS) -
             "notes": "Peak max_memory_allocated() over 10 runs of the upstream pass, in MiB "
             "(labelled MB as upstream does). " + COMPARABILITY,
         }
-    stopping = {
-        "minSamples": timing["min_samples"],
-        "confidence": timing["confidence"],
-        "precision": timing["precision"],
-        "interval": "distribution-free interval of the median from order statistics",
-        "warmupMs": timing["warmup_ms"],
-        "warmupCalls": timing["warmup_calls"],
-    }
     if device == "cpu":
         return {
             **common,
-            "name": "kernelindex-cpu-v1",
-            "timer": "CPU wall clock (time.perf_counter), one call per sample",
-            "comparabilityFamily": "kernelindex/cpu-v1",
-            "stopping": {**stopping, "blocks": timing["blocks"]},
+            **protocol_core("cpu", timing),
             "notes": "The upstream setup and pass on the CPU, for the plain-PyTorch providers, "
             "sampled by KernelIndex's loop (docs/protocol.md). Not comparable with any GPU "
             "timing. " + COMPARABILITY,
         }
     return {
         **common,
-        "name": "kernelindex-cuda-v1",
-        "timer": "CUDA events, one call per sample, the L2 cache flushed before each",
-        "comparabilityFamily": "kernelindex/cuda-v1",
-        "stopping": {**stopping, "l2FlushFactor": timing["flush_factor"], "blocks": timing["blocks"]},
+        **protocol_core("cuda", timing),
         "notes": "The upstream setup and the callable upstream hands to do_bench, sampled by "
         "KernelIndex's loop (docs/protocol.md): each sample one call timed with CUDA events after "
         "a write of twice the L2 cache. Upstream's own do_bench figure is kept beside it. " + COMPARABILITY,

@@ -83,6 +83,33 @@ SAMPLER_HZ = 20.0
 GPU_SAMPLED = ("sm_clock_mhz", "memory_clock_mhz", "power_w", "temperature_c")
 
 
+def protocol_core(device: str, timing: dict) -> dict:
+    """What a latency protocol of this loop says of itself, whatever harness drives it (the Liger
+    scripts' or a KernelBench problem's): its name, timer, comparability family and stopping rule,
+    from the timing settings it ran under."""
+    stopping = {
+        "minSamples": timing["min_samples"],
+        "confidence": timing["confidence"],
+        "precision": timing["precision"],
+        "interval": "distribution-free interval of the median from order statistics",
+        "warmupMs": timing["warmup_ms"],
+        "warmupCalls": timing["warmup_calls"],
+    }
+    if device == "cpu":
+        return {
+            "name": CPU_PROTOCOL,
+            "timer": "CPU wall clock (time.perf_counter), one call per sample",
+            "comparabilityFamily": "kernelindex/cpu-v1",
+            "stopping": {**stopping, "blocks": timing["blocks"]},
+        }
+    return {
+        "name": CUDA_PROTOCOL,
+        "timer": "CUDA events, one call per sample, the L2 cache flushed before each",
+        "comparabilityFamily": "kernelindex/cuda-v1",
+        "stopping": {**stopping, "l2FlushFactor": timing["flush_factor"], "blocks": timing["blocks"]},
+    }
+
+
 def sample(torch, fn, *, grad_to_none, settings: dict, device: str, precision_of, monitor=None) -> dict:
     """Time `fn` under the protocol (one block); `precision_of(samples)` is the relative
     half-width of the median's interval (stats.relative_precision at settings["confidence"]).

@@ -28,6 +28,7 @@ from django.utils.text import slugify
 from registry import digests
 from registry.cache import generation_bump
 from registry.models import BenchmarkRun, EvidenceLevel
+from registry.reruns.harness.timing import protocol_core
 from registry.services.imports import ImportRejected
 from registry.sources.kernelbench import importer, protocols
 from registry.sources.kernelbench.harness import CONFIGURATIONS
@@ -46,36 +47,21 @@ NOTES = (
 def harness_protocol(device: str, timing_settings: dict) -> dict:
     """`kernelindex-cpu-v1` or `kernelindex-cuda-v1` for a KernelBench problem: KernelIndex's
     sampling loop around the problem's reference Model; the same description for every such job."""
-    stopping = {
-        "minSamples": timing_settings["min_samples"],
-        "confidence": timing_settings["confidence"],
-        "precision": timing_settings["precision"],
-        "interval": "distribution-free interval of the median from order statistics",
-        "warmupMs": timing_settings["warmup_ms"],
-        "warmupCalls": timing_settings["warmup_calls"],
-        "blocks": timing_settings.get("blocks", settings.CONTROLLED_TIMING["blocks"]),
-    }
-    common = {
+    timing = {**settings.CONTROLLED_TIMING, **timing_settings}
+    protocol = {
         "harness": "KernelBench problem reference (registry.sources.kernelbench.harness)",
         "harnessRepository": protocols.REPOSITORY,
         "statistic": "median",
         "quantiles": [0.5, 0.2, 0.8],
+        **protocol_core(device, timing),
     }
     if device == "cpu":
         return {
-            **common,
-            "name": "kernelindex-cpu-v1",
-            "timer": "CPU wall clock (time.perf_counter), one call per sample",
-            "comparabilityFamily": "kernelindex/cpu-v1",
-            "stopping": stopping,
+            **protocol,
             "notes": NOTES + " Not comparable with any GPU timing, nor with KernelBench's published figures.",
         }
     return {
-        **common,
-        "name": "kernelindex-cuda-v1",
-        "timer": "CUDA events, one call per sample, the L2 cache flushed before each",
-        "comparabilityFamily": "kernelindex/cuda-v1",
-        "stopping": {**stopping, "l2FlushFactor": timing_settings["flush_factor"]},
+        **protocol,
         "notes": NOTES + " KernelBench's published figures flush no cache and take a mean: not "
         "comparable with them, only with upstream's figure kept beside each measurement.",
     }
