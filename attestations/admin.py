@@ -275,9 +275,7 @@ class AttestationAdmin(ModerationAdmin):
     ]
     list_select_related = ["author", "run"]
     search_fields = ["run__external_id", "author__username", "author__email", "text", "gpu_product"]
-    search_hint = (
-        "A run's id (1234 or #1234) finds its submissions in every state; or a user, GPU or words."
-    )
+    search_hint = "A run's id (1234 or #1234) finds its submissions in every state; or a user, GPU or words."
     ordering = ["created_at", "pk"]
     actions = ["approve_selected", "reject_selected", "rerun_disagreeing"]
     fields = [

@@ -24,16 +24,19 @@ SMALL = ("100_HingeLoss.py", "41_Max_Pooling_1D.py")
 TIMING = {"budget_s": 1.0, "min_samples": 30, "max_samples": 5000}
 
 
-@pytest.fixture
-def small_problems(tmp_path):
-    problems = {("level1", f): FIRST.problem_text(FIRST.problems[("level1", f)]) for f in SMALL}
-    version = {
+def small_version() -> dict:
+    """A version of the two small problems as upstream first published them, with an L40S row each."""
+    return {
         "subject": "add baseline times",
         "date": "2024-12-01T13:56:42-08:00",
         "files": {"results/timing/L40S/baseline_time_torch.json": {"level1": {f: row(0.05) for f in SMALL}}},
-        "problems": problems,
+        "problems": {("level1", f): FIRST.problem_text(FIRST.problems[("level1", f)]) for f in SMALL},
     }
-    kernelbench_import(path=write_folder(tmp_path / "kb", [version]))
+
+
+@pytest.fixture
+def small_problems(tmp_path):
+    kernelbench_import(path=write_folder(tmp_path / "kb", [small_version()]))
     return BenchmarkRun.objects.filter(source__slug="kernelbench")
 
 
@@ -75,13 +78,8 @@ def test_the_gpu_sweep_measures_each_problem_in_blocks_in_one_process_and_resume
     """gpu_sweep (what a GPU host runs) on the CPU protocol: each problem of the newest version
     measured in three blocks by one serving child, a line each, and a second sweep on the same file
     measures nothing again."""
-    problems = {("level1", f): FIRST.problem_text(FIRST.problems[("level1", f)]) for f in SMALL}
-    version = {
-        "subject": "add baseline times",
-        "date": "2024-12-01T13:56:42-08:00",
-        "files": {"results/timing/L40S/baseline_time_torch.json": {"level1": {f: row(0.05) for f in SMALL}}},
-        "problems": problems,
-    }
+    version = small_version()
+    problems = version["problems"]
     folder = write_folder(tmp_path / "kb", [version])
     out = tmp_path / "out.jsonl"
     command = [

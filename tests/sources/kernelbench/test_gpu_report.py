@@ -29,6 +29,6 @@ def test_a_changed_sample_changes_the_report():
     first = found[0]["result"]
     first["samples"] = [
         value * 1.5 if block == 0 else value
-        for value, block in zip(first["samples"], first["sampling"]["sample_blocks"])
+        for value, block in zip(first["samples"], first["sampling"]["sample_blocks"], strict=True)
     ]
     assert script.report(found) != REPORT.read_text()
