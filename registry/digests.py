@@ -215,3 +215,18 @@ def run_manifest(*, run, kernel, source, implementation, workload, protocol, env
             },
         ],
     }
+
+
+def environment_spec(gpu_name: str, gpus: dict, *, software: dict | None = None) -> dict:
+    """A GPU's environment spec document, as a source's catalog `gpus` knows it (name →
+    vendor, product, form factor, architecture; an unknown name stands for itself). Sources record
+    no CUDA, driver or torch versions; a controlled run passes the `software` its harness captured."""
+    vendor, product, form_factor, architecture = gpus.get(gpu_name, (gpu_name.split()[0], gpu_name, "", ""))
+    return {
+        "gpu": {"name": gpu_name},
+        "vendor": vendor,
+        "product": product,
+        "formFactor": form_factor,
+        "architecture": architecture,
+        "software": software or {},
+    }

@@ -212,3 +212,23 @@ def worker_key_registered(request):
     if marker is not None:
         request.getfixturevalue("transactional_db" if marker.kwargs.get("transaction") else "db")
         worker_key_for_tests()
+
+
+def h200_measured(h200_run, result: dict):
+    """A measure job of the H200 run's target (huggingface GeGLU forward latency), claimed by a
+    worker and recorded with `result` (harness_result); the finished job."""
+    from registry.reruns.models import JobState
+    from registry.reruns.services import job_claim, measure_request, rerun_record_result
+
+    job = measure_request(
+        kernel=Kernel.objects.get(slug="geglu"),
+        providers=["huggingface"],
+        operation_modes=["forward"],
+        metrics=["latency"],
+        workloads=[h200_run.workload],
+        gpu_slug="nvidia-h200",
+    ).created[0]
+    claim = job_claim(job_id=job.pk, gpu_slug="nvidia-h200", worker_host="gpu-host-1")
+    finished = rerun_record_result(job_id=job.pk, lease=claim.lease, result=result)
+    assert finished.state == JobState.SUCCEEDED
+    return finished

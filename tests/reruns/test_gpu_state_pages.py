@@ -5,10 +5,7 @@ and a power cap read only before the setup (the previous job's) is not this job'
 
 import pytest
 
-from registry.models import Kernel
-from registry.reruns.models import JobState
-from registry.reruns.services import job_claim, measure_request, rerun_record_result
-from tests.reruns.conftest import harness_result
+from tests.reruns.conftest import h200_measured, harness_result
 
 pytestmark = pytest.mark.django_db
 
@@ -46,20 +43,7 @@ LEFT_BEFORE = {  # the cap the previous job left, gone by the end of this one
 
 
 def measured_with(h200_run, gpu_state):
-    job = measure_request(
-        kernel=Kernel.objects.get(slug="geglu"),
-        providers=["huggingface"],
-        operation_modes=["forward"],
-        metrics=["latency"],
-        workloads=[h200_run.workload],
-        gpu_slug="nvidia-h200",
-    ).created[0]
-    claim = job_claim(job_id=job.pk, gpu_slug="nvidia-h200", worker_host="gpu-host-1")
-    finished = rerun_record_result(
-        job_id=job.pk, lease=claim.lease, result=harness_result(1.0, gpu_state=gpu_state)
-    )
-    assert finished.state == JobState.SUCCEEDED
-    return finished
+    return h200_measured(h200_run, harness_result(1.0, gpu_state=gpu_state))
 
 
 def test_the_run_page_shows_each_blocks_sampled_ranges(client, h200_run):

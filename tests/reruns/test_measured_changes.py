@@ -3,10 +3,8 @@ previous value, with both measure jobs' samples (Mann-Whitney plus the practical
 
 import pytest
 
-from registry.models import Change, ChangeKind, Kernel
-from registry.reruns.models import JobState
-from registry.reruns.services import job_claim, measure_request, rerun_record_result
-from tests.reruns.conftest import harness_result
+from registry.models import Change, ChangeKind
+from tests.reruns.conftest import h200_measured, harness_result
 
 pytestmark = pytest.mark.django_db
 
@@ -14,20 +12,7 @@ pytestmark = pytest.mark.django_db
 def measured(h200_run, median: float, *, transformers: str = "4.57.1"):
     """A measure job of the H200 run's target; `transformers` is the huggingface provider's
     version, so a new one is a new version of the software measured."""
-    job = measure_request(
-        kernel=Kernel.objects.get(slug="geglu"),
-        providers=["huggingface"],
-        operation_modes=["forward"],
-        metrics=["latency"],
-        workloads=[h200_run.workload],
-        gpu_slug="nvidia-h200",
-    ).created[0]
-    claim = job_claim(job_id=job.pk, gpu_slug="nvidia-h200", worker_host="gpu-host-1")
-    finished = rerun_record_result(
-        job_id=job.pk, lease=claim.lease, result=harness_result(median, environment=environment(transformers))
-    )
-    assert finished.state == JobState.SUCCEEDED
-    return finished.result_run
+    return h200_measured(h200_run, harness_result(median, environment=environment(transformers))).result_run
 
 
 def environment(transformers: str) -> dict:

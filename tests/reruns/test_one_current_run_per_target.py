@@ -5,15 +5,14 @@ or the loader reads both from a file; the database refuses a second current run,
 
 import gzip
 import json
-from io import StringIO
 
 import pytest
-from django.core.management import CommandError, call_command
 from django.db import IntegrityError, connection, transaction
 from django.urls import reverse
 
 from registry.models import BenchmarkRun, Change
 from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_load
+from tests.registry.test_run_integrity import verify
 from tests.reruns.test_measured_changes import measured
 
 pytestmark = pytest.mark.django_db
@@ -26,15 +25,6 @@ def current_pairs():
             pairs.append((key, implementation))
         seen.add((key, implementation))
     return pairs
-
-
-def verify() -> tuple[bool, str]:
-    out = StringIO()
-    try:
-        call_command("verify_registry", stdout=out)
-    except CommandError as exc:
-        return False, out.getvalue() + str(exc)
-    return True, out.getvalue()
 
 
 class TestMeasuredAgain:

@@ -223,10 +223,36 @@ def gpu_sweep_record(*, path: Path | str) -> Counter:
     is written. Returns how many lines went each way."""
     path = Path(path)
     entries = _entries(path)
-    outcome = Counter()
+    problems = _problem_runs({entry["sha256"] for _, entry in entries if entry.get("result")})
     for number, entry in entries:
-        outcome[_entry_record(entry, where=f"{path.name}, line {number}")] += 1
+        if entry.get("result") and entry["sha256"] not in problems:
+            raise ImportRejected(
+                f"{path.name}, line {number}: no KernelBench run has the problem file {entry['sha256'][:12]}"
+            )
+    outcome = Counter()
+    for _, entry in entries:
+        outcome[_entry_record(entry, problems)] += 1
     return outcome
+
+
+def _problem_runs(digests_: set[str]) -> dict[str, BenchmarkRun]:
+    """A KernelBench run of each problem file (by its sha256), a current one where there is one,
+    in one query: the run whose kernel and workload a measurement of that file records."""
+    found: dict[str, BenchmarkRun] = {}
+    runs = (
+        BenchmarkRun.objects.select_related("kernel", "workload")
+        .filter(
+            source__slug=protocols.SOURCE["slug"],
+            workload__spec__problem__sha256__in=[f"sha256:{digest}" for digest in digests_],
+        )
+        .order_by("pk")
+    )
+    for run in runs:
+        digest = run.workload.spec["problem"]["sha256"].removeprefix("sha256:")
+        known = found.get(digest)
+        if known is None or known.superseded_by_id is not None or run.superseded_by_id is None:
+            found[digest] = run
+    return found
 
 
 def _entries(path: Path) -> list[tuple[int, dict]]:
@@ -283,21 +309,12 @@ def _positive(value) -> bool:
     )
 
 
-def _entry_record(entry: dict, *, where: str) -> str:
+def _entry_record(entry: dict, problems: dict[str, BenchmarkRun]) -> str:
     if entry.get("result") is None:
         return "failed on the host"
     result = {**entry["result"], "finished_at": entry.get("finished_at")}
     device = "cpu" if result["environment"]["gpu_name"] == "CPU" else "cuda"
-    of = (
-        BenchmarkRun.objects.select_related("kernel", "workload")
-        .filter(
-            source__slug=protocols.SOURCE["slug"], workload__spec__problem__sha256=f"sha256:{entry['sha256']}"
-        )
-        .order_by("-superseded_by_id", "-pk")
-        .first()
-    )
-    if of is None:
-        raise ImportRejected(f"{where}: no KernelBench run has the problem file {entry['sha256'][:12]}")
+    of = problems[entry["sha256"]]
     slug = "cpu" if device == "cpu" else slugify(result["environment"]["gpu_name"])
     measured = _measured_run(of, entry["implementation"], slug)
     if measured is None:

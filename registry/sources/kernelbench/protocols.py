@@ -3,6 +3,8 @@ implementations (PyTorch eager and each torch.compile configuration). No Django 
 
 import re
 
+from registry import digests
+
 REPOSITORY = "https://github.com/ScalingIntelligence/KernelBench"
 SOURCE = {
     "slug": "kernelbench",
@@ -98,14 +100,6 @@ def implementation_spec(kernel: str, provider: str, backend: str | None, mode: s
 
 
 def environment_spec(hardware: str, *, software: dict | None = None) -> dict:
-    """A GPU as the rows' `hardware` names it; a controlled run passes the `software` its harness
-    captured (KernelBench's rows record none)."""
-    vendor, product, form_factor, architecture = GPUS.get(hardware, (hardware.split()[0], hardware, "", ""))
-    return {
-        "gpu": {"name": hardware},
-        "vendor": vendor,
-        "product": product,
-        "formFactor": form_factor,
-        "architecture": architecture,
-        "software": software or {},
-    }
+    """A GPU as the rows' `hardware` names it (digests.environment_spec); a controlled run passes the
+    `software` its harness captured (KernelBench's rows record none)."""
+    return digests.environment_spec(hardware, GPUS, software=software)

@@ -660,19 +660,8 @@ def _workload_summary(parameters: dict, x_name: str, dtype: str) -> str:
 
 
 def environment_spec(gpu_name: str, *, software: dict | None = None) -> dict:
-    """A GPU's environment as the catalog knows it. The source records none of CUDA, driver or
-    torch versions; a controlled run passes the `software` its worker captured."""
-    vendor, product, form_factor, architecture = catalog.GPUS.get(
-        gpu_name, (gpu_name.split()[0], gpu_name, "", "")
-    )
-    return {
-        "gpu": {"name": gpu_name},
-        "vendor": vendor,
-        "product": product,
-        "formFactor": form_factor,
-        "architecture": architecture,
-        "software": software or {},
-    }
+    """A GPU's environment as Liger's catalog knows it (digests.environment_spec)."""
+    return digests.environment_spec(gpu_name, catalog.GPUS, software=software)
 
 
 def implementation_spec(kernel: str, provider: str, liger_version: str, config: dict) -> dict:
