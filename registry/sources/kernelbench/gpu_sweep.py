@@ -11,7 +11,8 @@ problem; a problem that kills it (a poisoned CUDA context) is recorded as failed
 takes the next. A problem that runs past `--problem-timeout` is recorded as such, and its child
 killed. Each answer is one JSON line of `--out`, written as soon as it comes, so a sweep stopped
 by the host's limit keeps what it measured; a second sweep on the same file measures only what
-is not in it yet. The deadline is checked before each problem: one started before it may end
+is not in it yet, and `--skip FILE` leaves out what another output file holds (a card's earlier
+sweep, already shipped), so that new measurements go to a new file. The deadline is checked before each problem: one started before it may end
 after it, by at most the problem timeout.
 """
 
@@ -145,8 +146,18 @@ def sweep(args) -> int:
             if (problem["sha256"], implementation) in wanted
         ]
     done = done_keys(args.out)
-    todo = [(p, i) for p, i in todo if (p["sha256"], i) not in done]
-    print(f"{len(todo)} to measure ({len(done)} already in {args.out})", flush=True)
+    skipped = set().union(*(done_keys(path) for path in args.skip or [])) - done
+    leave = done | skipped
+    todo = [(p, i) for p, i in todo if (p["sha256"], i) not in leave]
+    print(
+        f"{len(todo)} to measure ({len(done)} already in {args.out}"
+        + (
+            f", {len(skipped)} skipped as in {', '.join(str(path) for path in args.skip)})"
+            if args.skip
+            else ")"
+        ),
+        flush=True,
+    )
     child, measured = Child(), 0
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("a") as out:
@@ -196,12 +207,21 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--again", type=Path, help="measure again what this output file of another card's sweep holds"
     )
+    parser.add_argument(
+        "--skip",
+        type=Path,
+        action="append",
+        help="leave out what this output file holds (a sweep already shipped); may be given again",
+    )
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--budget", type=float, default=1.0, help="seconds of sampling a problem")
     parser.add_argument("--deadline", type=float, default=500.0, help="seconds; no problem starts after")
     parser.add_argument("--problem-timeout", type=float, default=PROBLEM_TIMEOUT_S)
     args = parser.parse_args(argv)
     args.implementations = args.implementations or ["eager"]
+    for path in args.skip or []:
+        if not path.is_file():
+            parser.error(f"--skip {path}: no such file")
     return sweep(args)
 
 

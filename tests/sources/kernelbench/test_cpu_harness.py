@@ -2,6 +2,7 @@
 build, a real child process), and recorded as a controlled run: two small level-1 problems as
 upstream first published them (commit cf8edaab, 2024-12-01)."""
 
+import gzip
 import hashlib
 import json
 import subprocess
@@ -98,6 +99,31 @@ def test_the_gpu_sweep_measures_each_problem_in_blocks_in_one_process_and_resume
     again = subprocess.run(command, capture_output=True, text=True, check=True, timeout=300)
     assert again.stdout.startswith("0 to measure (2 already in")
     assert len(out.read_text().splitlines()) == 2
+
+
+def test_a_gpu_sweep_leaves_out_what_a_skip_file_holds(tmp_path, capsys):
+    """--skip FILE: what an earlier (shipped) sweep file holds is not measured again, and the new
+    file holds only new measurements; a --skip file that is not there is refused."""
+    from registry.sources.kernelbench import gpu_sweep
+
+    version = small_version()
+    folder = write_folder(tmp_path / "kb", [version])
+    shipped = tmp_path / "shipped.jsonl.gz"
+    first = hashlib.sha256(version["problems"][("level1", SMALL[0])].encode()).hexdigest()
+    shipped.write_bytes(
+        gzip.compress(json.dumps({"sha256": first, "implementation": "eager"}).encode() + b"\n")
+    )
+    out = tmp_path / "new.jsonl"
+    base = ["--out", str(out), "--archive", str(folder), "--device", "cpu", "--levels", "level1"]
+    assert gpu_sweep.main([*base, "--skip", str(shipped), "--deadline", "-1"]) == 0
+    assert capsys.readouterr().out.startswith(f"1 to measure (0 already in {out}, 1 skipped as in {shipped})")
+    assert gpu_sweep.main([*base, "--implementation", "compile-inductor-default", "--skip", str(shipped),
+                           "--deadline", "-1"]) == 0  # fmt: skip
+    assert capsys.readouterr().out.startswith("2 to measure (0 already in")
+    with pytest.raises(SystemExit):
+        gpu_sweep.main([*base, "--skip", str(tmp_path / "missing.jsonl")])
+    assert "no such file" in capsys.readouterr().err
+    assert not out.exists() or out.read_text() == ""
 
 
 def test_a_gpu_sweep_file_is_recorded_as_measurements_then_reruns_and_twice_changes_nothing(
