@@ -427,6 +427,25 @@ class JobEvidence:
         return bool(self.host_bound_reason)
 
     @property
+    def host_paced(self) -> bool:
+        """The host sets this job's pace (its figure is the host's): judged in a class of its own
+        that never makes a run `reproduced`. False for a job that waits on the host once a call."""
+        if self.model_account:
+            return verdict_model.is_paced(self.verdict_class)
+        if not self.host_bound_reason:
+            return False
+        return (
+            verdict_model.host_bound(
+                kernel=self.run.kernel.slug,
+                provider=self.job.provider,
+                mode=self.job.operation_mode,
+                sampling=self.sampling,
+                sample_count=len(self.readings),
+            )[0]
+            == verdict_model.PACED
+        )
+
+    @property
     def verdict_summary(self) -> str:
         """ "agrees: +0.30% (95% interval −0.40% to +1.00%), within the ±3.1% that two H200 cards
         differ on 1–10 ms ops below the power cap"; under the fixed tolerance "…, within ±2%"."""
@@ -502,6 +521,11 @@ class RunEvidence:
     def host_bound_reason(self) -> str:
         """Why the run's figure includes the host's pace (its measurement's), or ""."""
         return self.measurement.host_bound_reason if self.measurement else ""
+
+    @property
+    def host_paced(self) -> bool:
+        """The host sets the pace of the run's figure: no rerun makes it `reproduced`."""
+        return bool(self.measurement and self.measurement.host_paced)
 
     @cached_property
     def cards(self) -> dict[str, intervals.MedianEstimate]:

@@ -87,7 +87,8 @@ class ControlledJobSerializer(serializers.Serializer):
     )
     verdict_note = serializers.CharField(source="job.verdict_note")
     verdict_class = serializers.CharField(
-        help_text='The verdict model\'s class ("latency|1–10 ms|below the power cap"; "latency|host-bound"); '
+        help_text='The verdict model\'s class ("latency|1–10 ms|below the power cap"; "latency|waits on the host|'
+        '1–10 ms"; "latency|host-bound", the ops the host paces); '
         "blank for a verdict under the fixed tolerance (memory, older protocols)."
     )
     class_words = serializers.CharField(help_text='The class in words: "1–10 ms ops below the power cap".')
@@ -101,8 +102,13 @@ class ControlledJobSerializer(serializers.Serializer):
     )
     host_bound = serializers.BooleanField(
         help_text="The figure includes the host's pace (a wait on the host in the timed pass, half the "
-        "calls host-paced, or the spin at its cap): judged in a class of its own, and never makes a run "
-        "reproduced."
+        "calls host-paced, or the spin at its cap): judged in a class of its own, never counted in the "
+        "GPU's agreement."
+    )
+    host_paced = serializers.BooleanField(
+        help_text="The host sets the figure's pace (a Python loop in the timed pass, or half the calls "
+        "host-paced): its class never makes a run reproduced. False where the pass only waits on the "
+        "host once a call: that class may."
     )
     host_bound_reason = serializers.CharField(
         help_text="Why, naming the calls from upstream's code; blank if not."
@@ -217,7 +223,10 @@ class RunSerializer(serializers.ModelSerializer):
     unsettled = serializers.SerializerMethodField()
     host_bound = serializers.SerializerMethodField(
         help_text="The run's figure includes the host's pace (its measurement waits on the host inside the "
-        "timed pass): its reruns are judged in a class of their own and never make it reproduced."
+        "timed pass): its reruns are judged in a class of their own and never count in the GPU's agreement."
+    )
+    host_paced = serializers.SerializerMethodField(
+        help_text="The host sets the pace of the run's figure: no rerun makes it reproduced."
     )
     host_bound_reason = serializers.SerializerMethodField(help_text="Why, naming the calls; blank if not.")
     pooled = serializers.SerializerMethodField(
@@ -343,6 +352,7 @@ class RunSerializer(serializers.ModelSerializer):
             "reruns",
             "unsettled",
             "host_bound",
+            "host_paced",
             "host_bound_reason",
             "pooled",
             "card_spread",
@@ -380,6 +390,9 @@ class RunSerializer(serializers.ModelSerializer):
 
     def get_host_bound(self, run) -> bool:
         return bool(self._evidence(run).host_bound_reason)
+
+    def get_host_paced(self, run) -> bool:
+        return self._evidence(run).host_paced
 
     def get_host_bound_reason(self, run) -> str:
         return self._evidence(run).host_bound_reason

@@ -127,6 +127,7 @@ def model_judgement(
         "margin": params.margin,
         "margin_from": params.margin_from,
         "host_bound": why,
+        "host_paced": verdict_model.is_paced(key),
         "words": judged.words,
     }
     how = (
@@ -149,23 +150,27 @@ def model_judgement(
 
 
 def job_class(run: BenchmarkRun, measured_by: RerunJob, *, samples: list, job_state: dict) -> tuple[str, str]:
-    """(class key, why host-bound or "") of new samples against the run's measurement."""
-    why = ""
+    """(class key, why its figure includes the host's pace, or "") of new samples against the
+    run's measurement: paced by the host if either side is, else waiting on it if either side does."""
     sides = (
         (measured_by.sampling, measured_by.gpu_state, len(measured_by.samples)),
         (job_state.get("sampling") or {}, job_state.get("gpu_state") or {}, len(samples)),
     )
-    for sampling, _, count in sides:
-        why = why or verdict_model.host_bound_reason(
-            kernel=run.kernel.slug,
-            provider=run.provider,
-            mode=run.operation_mode,
-            sampling=sampling or {},
-            sample_count=count,
-        )
+    kind, why = verdict_model.pair_host_bound(
+        [
+            verdict_model.host_bound(
+                kernel=run.kernel.slug,
+                provider=run.provider,
+                mode=run.operation_mode,
+                sampling=sampling or {},
+                sample_count=count,
+            )
+            for sampling, _, count in sides
+        ]
+    )
     capped = any(verdict_model.power_capped(state or {}) for _, state, _ in sides)
     return verdict_model.class_key(
-        metric=run.metric, median_ms=run.median, capped=capped, host_bound=bool(why)
+        metric=run.metric, median_ms=run.median, capped=capped, host_bound=kind
     ), why
 
 

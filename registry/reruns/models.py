@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from registry.models import BenchmarkRun, Kernel, Metric, TimedPass, Verdict, Workload
+from registry.stats import verdict_model
 
 
 class JobKind(models.TextChoices):
@@ -41,10 +42,11 @@ def raises_level(verdict: str, sampling: dict | None, *, on_gpu: bool = True) ->
     same_gpu = sampling.get("same_gpu")
     if verdict != Verdict.AGREES:
         return False
-    # A host-bound rerun (its figure includes the host's pace) has a verdict of its own class and
-    # never makes a run `reproduced` (registry/stats/verdict_model.py).
+    # A rerun of an op the host paces (its figure is the host's pace) has a verdict of its own
+    # class and never makes a run `reproduced`; one whose pass waits on the host once a call is
+    # judged in a class of its own and may (registry/stats/verdict_model.py).
     account = sampling.get("verdict_model")
-    if isinstance(account, dict) and account.get("host_bound"):
+    if isinstance(account, dict) and verdict_model.is_paced(str(account.get("verdict_class") or "")):
         return False
     if same_gpu is not None:
         return same_gpu is False

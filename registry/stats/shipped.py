@@ -34,18 +34,20 @@ def job_class(entry: dict, measure: dict, rerun: dict | None) -> tuple[str, str]
     measurement's own class). Either side at the cap or host-bound puts the pair there."""
     run = entry["run"]
     jobs = [measure] + ([rerun] if rerun else [])
-    why = ""
-    for job in jobs:
-        why = why or verdict_model.host_bound_reason(
+    kinds = [
+        verdict_model.host_bound(
             kernel=entry["kernel"]["slug"],
             provider=entry["implementation"]["provider"],
             mode=run["operation_mode"],
             sampling=job.get("sampling") or {},
             sample_count=len(job.get("samples") or []),
         )
+        for job in jobs
+    ]
+    kind, why = verdict_model.pair_host_bound(kinds)
     capped = any(verdict_model.power_capped(job.get("gpu_state") or {}) for job in jobs)
     key = verdict_model.class_key(
-        metric=run["metric"], median_ms=run["median"], capped=capped, host_bound=bool(why)
+        metric=run["metric"], median_ms=run["median"], capped=capped, host_bound=kind
     )
     return key, why
 

@@ -18,7 +18,9 @@ from registry.stats import intervals
 
 # Bands of a run's median in ms, largest first: (lower bound, name).
 BANDS = ((10.0, "10 ms and over"), (1.0, "1–10 ms"), (0.1, "0.1–1 ms"), (0.0, "under 0.1 ms"))
-HOST_BOUND = "host-bound"
+HOST_BOUND = "host-bound"  # the class of jobs the host paces (PACED)
+HOST_WAITS_CLASS = "waits on the host"  # the classes, by band, of jobs that wait on it once a call
+PACED, WAITS = "paced", "waits"
 MARGIN_QUANTILE = 0.95  # a margin: how far apart 95 in 100 pairs of cards put a workload's median
 MIN_PAIRS = 20  # a floor; a margin also needs a finite interval of its 95th percentile (about 60 pairs)
 # Fewer same-card reruns than this and the component is fitted on the class's group (every band):
@@ -38,6 +40,9 @@ class HostWait:
 
     passes: tuple[str, ...]
     calls: str
+    # The host paces the pass (a Python loop queues its work, waiting on the GPU as it goes): the
+    # figure is the host's. False: one wait a call, after which the GPU's work dominates.
+    paces: bool = False
 
 
 FORWARD, BACKWARD = ("forward", "full"), ("backward", "full")
@@ -56,6 +61,7 @@ HOST_WAITS = {
             "`.nonzero()` on the expert mask, then `torch.where` for each expert hit, in the benchmark's "
             "`_huggingface_moe_forward`: the host reads the GPU's answer, then queues each expert's work "
             "in a Python loop",
+            paces=True,
         ),
     ),
     ("fused_moe", "liger"): (
@@ -70,6 +76,7 @@ HOST_WAITS = {
             FORWARD,
             "the Python loop of element writes `mask[i, j] = True` in the benchmark's "
             "`_create_neighborhood_mask`, one launch per element, on every forward",
+            paces=True,
         ),
     ),
     ("multi_token_attention", "torch"): (
@@ -77,6 +84,7 @@ HOST_WAITS = {
             FORWARD,
             "`torch.tensor(-1e9, device=...)` and `torch.tensor(0.0, device=...)`, built from Python "
             "scalars in the benchmark's `TorchMultiTokenAttention.forward`",
+            paces=True,
         ),
     ),
     ("sparse_multi_token_attention", "torch"): (
@@ -84,6 +92,7 @@ HOST_WAITS = {
             FORWARD,
             "`torch.tensor(-1e9, device=...)` and `torch.tensor(0.0, device=...)`, built from Python "
             "scalars in the benchmark's sparse multi-token attention forward",
+            paces=True,
         ),
     ),
     ("cross_entropy", "liger"): (
@@ -123,18 +132,44 @@ def band(median_ms: float) -> str:
 
 
 def host_bound_reason(*, kernel: str, provider: str, mode: str, sampling: dict, sample_count: int) -> str:
-    """Why a job's time includes the host's pace, or "" when it is GPU-timed: a wait named in
-    HOST_WAITS in its pass; half its calls or more host-paced (the harness's reading); or, for a
-    job recorded before that was read, its spin at the cap."""
-    waits = [wait.calls for wait in HOST_WAITS.get((kernel, provider), ()) if mode in wait.passes]
-    if waits:
-        return "its timed pass waits on the host: " + "; ".join(waits)
+    """Why a job's time includes the host's pace, or "" when it is GPU-timed (host_bound)."""
+    return host_bound(
+        kernel=kernel, provider=provider, mode=mode, sampling=sampling, sample_count=sample_count
+    )[1]
+
+
+def host_bound(
+    *, kernel: str, provider: str, mode: str, sampling: dict, sample_count: int
+) -> tuple[str, str]:
+    """(kind, why) of a job whose time includes the host's pace; ("", "") when it is GPU-timed.
+    PACED: the host sets the pace (half its calls or more host-paced, the harness's reading; or
+    a wait named in HOST_WAITS that paces the pass): the figure is the host's. WAITS: a wait
+    named in HOST_WAITS once a call, or, for a job recorded before the pace was read, its spin at
+    the cap: the figure holds the host's round trip beside the GPU's work."""
+    named = [wait for wait in HOST_WAITS.get((kernel, provider), ()) if mode in wait.passes]
     paced = sampling.get("host_paced_samples")
     if isinstance(paced, int) and sample_count and paced * 2 >= sample_count:
-        return f"{paced} of its {sample_count} calls took the host longer to queue than the GPU took to run"
+        why = f"{paced} of its {sample_count} calls took the host longer to queue than the GPU took to run"
+        if named:
+            why = "its timed pass waits on the host: " + "; ".join(w.calls for w in named) + "; " + why
+        return PACED, why
+    if named:
+        return (PACED if any(w.paces for w in named) else WAITS), (
+            "its timed pass waits on the host: " + "; ".join(w.calls for w in named)
+        )
     if not isinstance(paced, int) and (sampling.get("lead_cycles") or 0) >= LEAD_CAP_CYCLES:
-        return "the spin ahead of its calls reached its cap, so the host may have kept the GPU waiting"
-    return ""
+        return WAITS, "the spin ahead of its calls reached its cap, so the host may have kept the GPU waiting"
+    return "", ""
+
+
+def pair_host_bound(sides: list[tuple[str, str]]) -> tuple[str, str]:
+    """The (kind, why) of a measurement and its rerun together: paced if either side is, else
+    waits if either side waits."""
+    for kind in (PACED, WAITS):
+        for side_kind, why in sides:
+            if side_kind == kind:
+                return kind, why
+    return "", ""
 
 
 def power_capped(gpu_state: dict) -> bool:
@@ -157,17 +192,37 @@ def power_capped(gpu_state: dict) -> bool:
     return bool(POWER_LIMITS & set(after.get("reasons") or []))
 
 
-def class_key(*, metric: str, median_ms: float, capped: bool, host_bound: bool) -> str:
-    if host_bound:
+def class_key(*, metric: str, median_ms: float, capped: bool, host_bound: str | bool) -> str:
+    """`host_bound`: the kind host_bound() gives ("" GPU-timed; True is taken as PACED)."""
+    if host_bound is True or host_bound == PACED:
         return f"{metric}|{HOST_BOUND}"
+    if host_bound == WAITS:
+        return f"{metric}|{HOST_WAITS_CLASS}|{band(median_ms)}"
     return f"{metric}|{band(median_ms)}|{'at the power cap' if capped else 'below the power cap'}"
+
+
+def is_gpu_timed(key: str) -> bool:
+    """A class of GPU-timed ops: the ones GPU agreement counts."""
+    return _second(key) not in (HOST_BOUND, HOST_WAITS_CLASS)
+
+
+def is_paced(key: str) -> bool:
+    """The class of ops the host paces: its reruns never make a run `reproduced`."""
+    return _second(key) == HOST_BOUND
+
+
+def _second(key: str) -> str:
+    parts = key.split("|")
+    return parts[1] if len(parts) > 1 else ""
 
 
 def class_words(key: str) -> str:
     """A class in a visitor's words: "1–10 ms ops below the power cap"."""
     parts = key.split("|")
     if parts[1] == HOST_BOUND:
-        return "ops whose timed pass includes the host's pace"
+        return "ops whose timed pass the host paces"
+    if parts[1] == HOST_WAITS_CLASS:
+        return f"{parts[2]} ops whose timed pass waits on the host"
     return f"{parts[1]} ops {parts[2]}"
 
 
@@ -330,32 +385,44 @@ LONG_BANDS = {name for low, name in BANDS if low >= 1.0}
 
 
 def _component_scopes(key: str):
-    """Where a class's between-process component is fitted: the class; else its band at and below
-    the cap; else every band on its side of 1 ms (process-to-process spread follows how long an
-    op runs: under 1 ms it is several times larger); else every GPU-timed class of its metric."""
+    """Where a class's between-process component and margin are fitted: the class; else its band
+    at and below the cap; else every band on its side of 1 ms (process-to-process spread follows
+    how long an op runs: under 1 ms it is several times larger); else every GPU-timed class of its
+    metric. A class of ops that wait on the host widens within those ops first (its side of 1 ms,
+    then all of them), then takes the GPU-timed scopes of its band."""
     metric, rest = key.split("|", 1)
     yield class_words(key), lambda other: other == key
     if rest == HOST_BOUND:
+        yield "ops whose figure includes the host's pace", lambda other: not is_gpu_timed(other)
         return
-    band_name = rest.split("|")[0]
+    waits = rest.startswith(HOST_WAITS_CLASS + "|")
+    band_name = rest.split("|")[-1] if waits else rest.split("|")[0]
     long_op = band_name in LONG_BANDS
 
     def parts(other: str) -> list[str]:
         return other.split("|")
 
+    def side(other: str) -> bool:
+        return (parts(other)[-1 if parts(other)[1] == HOST_WAITS_CLASS else 1] in LONG_BANDS) == long_op
+
+    if waits:
+        yield (
+            f"ops {'of 1 ms and over' if long_op else 'under 1 ms'} whose timed pass waits on the host",
+            lambda other: parts(other)[0] == metric and parts(other)[1] == HOST_WAITS_CLASS and side(other),
+        )
+        yield (
+            "every op whose timed pass waits on the host",
+            lambda other: parts(other)[0] == metric and parts(other)[1] == HOST_WAITS_CLASS,
+        )
     yield (
         f"{band_name} ops at and below the power cap",
         lambda other: other.startswith(f"{metric}|{band_name}|"),
     )
     yield (
         "ops of 1 ms and over" if long_op else "ops under 1 ms",
-        lambda other: (
-            parts(other)[0] == metric
-            and parts(other)[1] != HOST_BOUND
-            and (parts(other)[1] in LONG_BANDS) == long_op
-        ),
+        lambda other: parts(other)[0] == metric and is_gpu_timed(other) and side(other),
     )
-    yield "every GPU-timed op", lambda other: parts(other)[0] == metric and parts(other)[1] != HOST_BOUND
+    yield "every GPU-timed op", lambda other: parts(other)[0] == metric and is_gpu_timed(other)
 
 
 def verdicts(model: Model, pairs: list[Pair], *, shift: float = 0.0) -> list[str]:

@@ -77,8 +77,28 @@ class TestHostBound:
         assert data["host_bound"] is True and "30 of its 41 calls" in data["host_bound_reason"]
         page = client.get(reverse("registry:run-detail", args=[run.pk])).content.decode()
         assert "Includes the host's pace." in page
+        assert data["host_paced"] is True and "never make it <em>reproduced</em>" in page
         job_page = client.get(reverse("jobs:detail", args=[job.pk])).content.decode()
-        assert "agrees</span> in the host-bound class" in job_page
+        assert "agrees</span> in the class of ops the host paces" in job_page
+
+    def test_a_run_that_waits_on_the_host_is_judged_in_its_own_class_and_may_be_reproduced(
+        self, client, h200_run
+    ):
+        # A job from before the host's pace was read, whose spin reached its cap: one wait a call.
+        run = measured_run(h200_run, sampling={"lead_cycles": 40_000_000})
+        job = rerun_on(run, CARDS[1], 0.9)
+        account = job.sampling["verdict_model"]
+        assert account["verdict_class"] == "latency|waits on the host|0.1–1 ms"
+        assert account["host_bound"] and account["host_paced"] is False
+        assert "0.1–1 ms ops whose timed pass waits on the host" in account["words"]
+        assert job.verdict == "agrees" and job.raises_level
+        run.refresh_from_db()
+        assert run.evidence_level == EvidenceLevel.REPRODUCED
+
+        data = client.get(reverse("run-detail", args=[run.pk])).json()
+        assert (data["host_bound"], data["host_paced"]) == (True, False)
+        page = client.get(reverse("registry:run-detail", args=[run.pk])).content.decode()
+        assert "Includes the host's pace." in page and "never count in the GPU's agreement" in page
 
     def test_the_api_filter_finds_host_bound_runs_only(self, client, h200_run):
         bound = measured_run(h200_run, sampling={"host_paced_samples": 30})

@@ -61,6 +61,20 @@ def test_the_section_gives_the_scripts_figures(figures):
         assert line in text, f"docs/protocol.md lacks: {line}"
 
 
+def test_the_paragraph_on_the_misses_gives_the_scripts_figures(figures):
+    text = " ".join(section().split())
+    pct = "{:.1%}".format
+    for phrase in (
+        f"({figures['shift 5% agrees at the cap']} of the {figures['shift 5% agrees']} shifted reruns that agree",
+        f"({figures['inconclusive at the cap']} of {figures['inconclusive']}) and under 0.1 ms "
+        f"({figures['inconclusive under 0.1 ms']})",
+        f"(a 90% interval: {pct(figures['90% agree'])} agree, {pct(figures['90% shift 5% agree'])} agree",
+        f"{figures['repeat reruns']} reruns on another card are second and later reruns",
+        f"each run agrees in {pct(figures['first agree'])}",
+    ):
+        assert phrase in text, f"docs/protocol.md lacks: {phrase}"
+
+
 def test_the_shipped_model_is_the_one_the_script_fits(figures):
     shipped = json.loads((ROOT / "registry" / "data" / "verdict-model-nvidia-h200.json").read_text())
     assert shipped == figures["model"].to_json()

@@ -62,9 +62,18 @@ class TestClasses:
         )
 
     def test_host_bound_is_its_own_class_in_words_a_visitor_reads(self):
-        key = verdict_model.class_key(metric="latency", median_ms=5, capped=True, host_bound=True)
-        assert verdict_model.class_words(key) == "ops whose timed pass includes the host's pace"
+        key = verdict_model.class_key(
+            metric="latency", median_ms=5, capped=True, host_bound=verdict_model.PACED
+        )
+        assert verdict_model.class_words(key) == "ops whose timed pass the host paces"
+        assert verdict_model.is_paced(key) and not verdict_model.is_gpu_timed(key)
+        waits = verdict_model.class_key(
+            metric="latency", median_ms=5, capped=True, host_bound=verdict_model.WAITS
+        )
+        assert verdict_model.class_words(waits) == "1–10 ms ops whose timed pass waits on the host"
+        assert not verdict_model.is_paced(waits) and not verdict_model.is_gpu_timed(waits)
         assert verdict_model.class_words(KEY) == "1–10 ms ops below the power cap"
+        assert verdict_model.is_gpu_timed(KEY) and not verdict_model.is_paced(KEY)
 
     def test_the_words_state_verdict_margin_and_class(self):
         words = verdict_model.verdict_words("agrees", KEY, 0.031)
@@ -93,6 +102,22 @@ class TestHostBound:
         common = {"kernel": "geglu", "provider": "liger", "mode": "full", "sample_count": 40}
         assert verdict_model.host_bound_reason(**common, sampling={"lead_cycles": 40_000_000})
         assert not verdict_model.host_bound_reason(**common, sampling={"lead_cycles": 39_999_999})
+
+    def test_a_loop_or_half_the_calls_host_paced_is_paced_one_wait_a_call_only_waits(self):
+        kind = lambda kernel, provider, mode, **sampling: verdict_model.host_bound(  # noqa: E731
+            kernel=kernel, provider=provider, mode=mode, sampling=sampling, sample_count=40
+        )[0]
+        assert kind("fused_neighborhood_attention", "torch", "forward") == verdict_model.PACED
+        assert kind("cross_entropy", "liger", "backward") == verdict_model.WAITS
+        assert kind("cross_entropy", "liger", "backward", host_paced_samples=20) == verdict_model.PACED
+        assert kind("geglu", "liger", "full", lead_cycles=40_000_000) == verdict_model.WAITS
+        assert kind("geglu", "liger", "full", host_paced_samples=3, lead_cycles=40_000_000) == ""
+
+    def test_a_pair_is_paced_if_either_side_is_else_waits_if_either_does(self):
+        paced, waits, gpu = (verdict_model.PACED, "a"), (verdict_model.WAITS, "b"), ("", "")
+        assert verdict_model.pair_host_bound([waits, paced]) == paced
+        assert verdict_model.pair_host_bound([gpu, waits]) == waits
+        assert verdict_model.pair_host_bound([gpu, gpu]) == gpu
 
 
 class TestFits:
