@@ -19,12 +19,8 @@ from scipy import stats
 from registry.models import BenchmarkRun, Metric
 from registry.reruns.harness.kernels import missed_upstream_warmup
 from registry.reruns.harness.timing import LEAD_CAP_CYCLES, LEAD_MAX_S, median_host_paced
-from registry.reruns.judgement import (
-    SETTLE_MAX,
-    judged_samples,
-    settle_reruns_left,
-    verdict_model_for,
-)
+from registry.reruns.judged import judged_interval, judged_samples
+from registry.reruns.judgement import SETTLE_MAX, settle_reruns_left, verdict_model_for
 from registry.reruns.models import JobKind, JobState, RerunJob
 from registry.stats import intervals, verdict_model
 
@@ -143,7 +139,7 @@ class JobEvidence:
     @cached_property
     def samples(self) -> list[float]:
         """What the job's figures and verdicts rest on: for a memory job, upstream's peaks only
-        (judgement.judged_samples), as the verdict judges them."""
+        (judged.judged_samples), as the verdict judges them."""
         return judged_samples(self.job.metric, self.readings, self.upstream_raw)
 
     @property
@@ -624,6 +620,30 @@ def measured_samples(pks) -> dict[int, list[float]]:
         for run, samples, metric, upstream in rows
         if samples
     }
+
+
+def measured_intervals(pks) -> dict[int, tuple[float, float]]:
+    """The stored judged interval of controlled runs' medians (their measure job's
+    judged_ci_low/high), by run: one query of two numbers a run."""
+    rows = RerunJob.objects.filter(kind=JobKind.MEASURE, result_run_id__in=pks)
+    return {
+        run: (low, high)
+        for run, low, high in rows.values_list("result_run_id", "judged_ci_low", "judged_ci_high")
+        if low is not None and high is not None
+    }
+
+
+def measure_jobs_with_samples():
+    """Every measure job of a run that holds samples, with its run's external id (verify_registry)."""
+    fields = ("pk", "result_run_id", "result_run__external_id", "metric", "samples", "upstream")
+    fields += ("judged_ci_low", "judged_ci_high")
+    jobs = RerunJob.objects.filter(kind=JobKind.MEASURE, result_run__isnull=False).exclude(samples=[])
+    return jobs.select_related("result_run").only(*fields).order_by("pk").iterator(chunk_size=500)
+
+
+def stored_interval_of(job: RerunJob) -> tuple[tuple, tuple]:
+    """(stored, derived) judged interval of a job."""
+    return (job.judged_ci_low, job.judged_ci_high), judged_interval(job.metric, job.samples, job.upstream)
 
 
 def with_jobs(runs):

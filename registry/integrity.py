@@ -1,9 +1,11 @@
 """Re-derive what the registry stores from what it certifies: every run's digest from its
 manifest, the manifest's agreement with the run's own fields, every comparison group's ranks, and
-one current run per target (implementation) in each group.
-`manage.py verify_registry` reports each disagreement; nothing here writes."""
+one current run per target (implementation) in each group, and each controlled run's stored
+interval from its measurement's samples. `manage.py verify_registry` reports each disagreement;
+nothing here writes."""
 
 import hashlib
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -62,6 +64,22 @@ def registry_verify() -> Iterator[Mismatch]:
             yield _mismatch(run, f"not current, yet ranked {run['rank']} of {run['group_size']}")
     for members in groups.values():
         yield from _group_mismatches(members)
+    yield from _stored_interval_mismatches()
+
+
+def _stored_interval_mismatches() -> Iterator[Mismatch]:
+    """A controlled run's rank interval is its measure job's stored judged interval: it must be
+    the one its samples give (judged.judged_interval), or the ranks say what the samples do not."""
+    from registry.evidence import measure_jobs_with_samples, stored_interval_of
+
+    for job in measure_jobs_with_samples():
+        stored, derived = stored_interval_of(job)
+        if not _same_interval(stored, derived):
+            yield Mismatch(
+                job.result_run_id,
+                job.result_run.external_id,
+                f"its measurement's stored interval is {stored}, but its samples give {derived}",
+            )
 
 
 def _mismatch(run, what: str) -> Mismatch:
@@ -111,6 +129,12 @@ def _run_mismatches(run) -> Iterator[Mismatch]:
             yield _mismatch(run, f"{field} is {run[field]!r} but the manifest says {value!r}")
     if key != spec["comparisonKey"]:
         yield _mismatch(run, f"the manifest's comparison key is not the digest of its own parts ({key})")
+
+
+def _same_interval(a: tuple, b: tuple) -> bool:
+    if None in a or None in b:
+        return a == b
+    return all(math.isclose(x, y, rel_tol=1e-9) for x, y in zip(a, b, strict=True))
 
 
 def _group_mismatches(members: list[dict]) -> Iterator[Mismatch]:

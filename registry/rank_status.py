@@ -23,7 +23,7 @@ from django.db.models import F, TextChoices, Window
 from django.db.models.functions import RowNumber
 from scipy import stats as scipy_stats
 
-from registry.evidence import measured_samples, number
+from registry.evidence import measured_intervals, measured_samples
 from registry.models import CONTROLLED_SOURCE_SLUG, BenchmarkRun, Metric
 from registry.reruns.judgement import difference_interval
 from registry.selectors import group_best_other
@@ -235,14 +235,14 @@ def attach(runs) -> list[BenchmarkRun]:
 
 
 def attach_group(
-    run: BenchmarkRun, members: list[BenchmarkRun], compared: BenchmarkRun | None, *, samples: dict
+    run: BenchmarkRun, members: list[BenchmarkRun], compared: BenchmarkRun | None, *, known: dict
 ) -> None:
     """The run page's standings: `run` against `compared`, and each of `members` (its whole
-    comparison group, best first) against the group's first two plausible runs. `samples`: the
-    controlled runs' samples the page has read already (its own measurement's); one query at
-    most, for the other controlled members'."""
+    comparison group, best first) against the group's first two plausible runs. `known`: the
+    intervals the page has read already (its own measurement's); one query at most, for the
+    other controlled members'."""
     plausible = [member for member in members if not member.implausible][:2]
-    intervals = median_intervals([run, *members], known=samples)
+    intervals = median_intervals([run, *members], known=known)
     run.standing = standing_against(run, compared, intervals)
     for member in members:
         member.standing = run.standing if member.pk == run.pk else standing_of(member, plausible, intervals)
@@ -268,26 +268,19 @@ def _group_tops(keys: set[str]) -> dict[str, list[BenchmarkRun]]:
 
 
 def median_intervals(runs, *, known: dict | None = None) -> dict[int, tuple[float, float]]:
-    """The 95% interval of the median of each controlled run among `runs`, from its measure job's
-    samples as the verdict judges them (scipy's order-statistic interval, as the recorder computes
-    it). Recomputed rather than read from the job's `ci_low`/`ci_high`: some stored ones were
-    computed otherwise (the first geglu jobs, before the recorder computed them so) or over every
-    allocator reading of a memory job rather than upstream's peaks, and runs are judged alike.
-    `known`: samples by run already read (judgement.judged_samples), not read again; the rest in
-    one query. A worker's JSON is read defensively: what is not a finite number is left out."""
+    """The 95% interval of the median of each controlled run among `runs`: its measure job's
+    stored judged interval (RerunJob.judged_ci_low/high: scipy's order-statistic interval over
+    the samples the verdict judges, stored when the result is recorded or loaded), not the job's
+    `ci_low`/`ci_high`, which some early jobs computed otherwise and which stay as published.
+    `known`: intervals by run already read, not read again; the rest in one query of two numbers
+    a run."""
     pks = {run.pk for run in runs if is_controlled(run)}
     if not pks:
         return {}
-    found = {pk: samples for pk, samples in (known or {}).items() if pk in pks}
+    found = {pk: interval for pk, interval in (known or {}).items() if pk in pks and interval}
     if pks - set(found):
-        found.update(measured_samples(pks - set(found)))
-    intervals = {}
-    for pk, raw in found.items():
-        samples = [v for v in map(number, raw if isinstance(raw, list) else []) if v is not None]
-        interval = medians.median_interval(samples)
-        if interval is not None:
-            intervals[pk] = interval
-    return intervals
+        found.update(measured_intervals(pks - set(found)))
+    return found
 
 
 def is_controlled(run: BenchmarkRun) -> bool:

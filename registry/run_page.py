@@ -5,7 +5,8 @@ read (the API reads it through its own filters). Either builds one `RunPage` in 
 most past the run, whatever the size of its comparison group and the number of its jobs: its group
 with the rows it replaced (selectors.run_relatives), every job of it (evidence.run_jobs: its
 controlled evidence, its rerun history and what a reproduction needs all read them), and the
-samples of the group's other controlled runs, for their rank intervals (none when it has none).
+stored intervals of the group's other controlled runs, for their rank intervals (none when it has
+none).
 
 Nothing here draws: the view asks registry/sampleplot.py for the plot of `RunPage.plotted_jobs`.
 """
@@ -75,8 +76,9 @@ def run_page_of(run: BenchmarkRun) -> RunPage:
     jobs = run_jobs(run)
     controlled = run_evidence(run, jobs)
     best = selectors.group_best_other(members, run)
-    measured = {run.pk: controlled.measurement.samples} if controlled.measurement else {}
-    rank_status.attach_group(run, members, best, samples=measured)
+    measurement = controlled.measurement.job if controlled.measurement else None
+    known = {run.pk: (measurement.judged_ci_low, measurement.judged_ci_high)} if measurement else {}
+    rank_status.attach_group(run, members, best, known={k: v for k, v in known.items() if None not in v})
     return RunPage(
         run=run,
         members=members,

@@ -50,6 +50,8 @@ SKIPPED_FIELDS = {
     "first_import",
     "superseded_by",
     "lease",
+    "judged_ci_low",  # a job's judged interval, computed from its samples on load
+    "judged_ci_high",
     *RUN_KEY_SOURCES,
 }
 
@@ -246,7 +248,9 @@ def _jobs_build(jobs: list[dict], run: BenchmarkRun, provider: str) -> list[Reru
         dates = {key: _date(value) for key, value in job.pop("dates").items()}
         link = {"result_run": run} if role == "measured" else {"run": run}
         job["provider"] = job.get("provider") or provider
-        built.append(RerunJob(kernel_id=run.kernel_id, workload_id=run.workload_id, **link, **job, **dates))
+        row = RerunJob(kernel_id=run.kernel_id, workload_id=run.workload_id, **link, **job, **dates)
+        row.judged_interval_set()
+        built.append(row)
     return built
 
 

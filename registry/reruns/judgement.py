@@ -5,7 +5,6 @@ result file (attestations/services.py). Imports no service, so both can use it.
 
 import functools
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from django.conf import settings
 
 from registry.models import BenchmarkRun, Metric, Verdict
 from registry.reruns.harness import MEMORY_FAMILY
+from registry.reruns.judged import judged_samples
 from registry.reruns.models import JobKind, RerunJob
 from registry.stats import intervals, medians, verdict_model
 
@@ -20,7 +20,6 @@ MODEL_DIR = Path(__file__).resolve().parent.parent / "data"
 MODEL_FAMILY = "kernelindex/cuda-v1"  # the protocol whose latency reruns the verdict model judges
 
 SAMPLES_LIMIT = 20_000  # the most samples one result may carry
-UPSTREAM_MEMORY_PASSES = 10  # utils._test_memory's passes, one peak read after each
 # A run whose reruns on other cards were all `inconclusive` is rerun once more by a later sweep,
 # until it has this many such verdicts; then it stays inconclusive, its page saying so.
 SETTLE_MAX = 3
@@ -178,32 +177,6 @@ def gpu_short_name(run: BenchmarkRun) -> str:
     """ "H200" for NVIDIA H200: the card's name as a visitor says it."""
     product = run.environment.product if run.environment_id else ""
     return product.removeprefix("NVIDIA ").strip() or "GPU"
-
-
-def judged_samples(metric: str, samples: list, upstream: dict | None) -> list:
-    """What a job's figures and verdicts rest on: its samples, and for peak memory upstream's
-    peaks only (memory_peaks). The verdict, the run page, the API and the rank intervals all
-    read a job's samples through this."""
-    return memory_peaks(samples, upstream) if metric == Metric.MEMORY else samples
-
-
-def memory_peaks(samples: list, upstream: dict | None) -> list:
-    """The peaks upstream's `_test_memory` took its quantiles of: one read after each of its
-    passes. Until 2026-12-02 the harness also kept the readings that code inside a pass took
-    (torch.compile compiling in the first pass), which come before upstream's own; such a job's
-    last UPSTREAM_MEMORY_PASSES readings are its peaks when their quantiles are the job's upstream
-    figures, as they are for every shipped one. Otherwise the samples are taken as they are."""
-    peaks = samples[-UPSTREAM_MEMORY_PASSES:]
-    if len(samples) <= UPSTREAM_MEMORY_PASSES or not isinstance(upstream, dict):
-        return samples
-    figures = [upstream.get(key) for key in ("median", "p20", "p80")]
-    if not all(isinstance(value, int | float) and math.isfinite(value) for value in [*figures, *peaks]):
-        return samples
-    same = all(
-        math.isclose(mine, theirs, rel_tol=1e-6)
-        for mine, theirs in zip(medians.quantiles(peaks), figures, strict=True)
-    )
-    return peaks if same else samples
 
 
 def difference_interval(new: medians.Side, old: medians.Side, *, metric: str, spread_from=None):

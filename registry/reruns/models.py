@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from registry.models import BenchmarkRun, Kernel, Metric, TimedPass, Verdict, Workload
+from registry.reruns.judged import judged_interval
 from registry.stats import verdict_model
 
 
@@ -146,6 +147,13 @@ class RerunJob(models.Model):
     p80 = models.FloatField(null=True, blank=True)
     ci_low = models.FloatField(null=True, blank=True, help_text="95% interval of the median.")
     ci_high = models.FloatField(null=True, blank=True)
+    judged_ci_low = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="95% interval of the median of the samples verdicts and ranks judge (for peak memory, "
+        "upstream's peaks): stored with the result, read by rank intervals.",
+    )
+    judged_ci_high = models.FloatField(null=True, blank=True)
     samples = models.JSONField(default=list, blank=True)
     tolerance = models.FloatField(null=True, blank=True, help_text="Relative; reruns only.")
     deviation = models.FloatField(
@@ -266,6 +274,11 @@ class RerunJob(models.Model):
 
     def get_absolute_url(self):
         return reverse("jobs:detail", args=[self.pk])
+
+    def judged_interval_set(self) -> None:
+        """Store the 95% interval of the median of the samples this job is judged on
+        (judged.judged_interval), as every path that records samples does."""
+        self.judged_ci_low, self.judged_ci_high = judged_interval(self.metric, self.samples, self.upstream)
 
     @classmethod
     def rerun_of(cls, run: "BenchmarkRun", **fields) -> "RerunJob":

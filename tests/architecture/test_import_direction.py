@@ -15,6 +15,10 @@ EXCEPTIONS = {
         "tables' host-bound label and the rank intervals"
     ),
     ("registry.evidence", "registry.reruns.judgement"): "the run page's notice for an unsettled run",
+    ("registry.evidence", "registry.reruns.judged"): (
+        "a job's figures rest on the samples its verdict judges, and the rank intervals on their "
+        "stored interval"
+    ),
     ("registry.evidence", "registry.reruns.harness.timing"): (
         "the run page explains host-paced timing with the harness's own thresholds"
     ),

@@ -14,7 +14,7 @@ from django.core.management import call_command
 
 from attestations.models import IssueReport
 from registry.models import BenchmarkRun, EvidenceLevel
-from registry.reruns import judgement, tasks
+from registry.reruns import judged, judgement, tasks
 from registry.reruns.controlled import (
     BUNDLED_CONTROLLED_DIR,
     controlled_document_read,
@@ -252,14 +252,14 @@ class TestMemoryPeaks:
 
     def test_readings_whose_last_ten_are_not_upstreams_figures_are_taken_as_they_are(self):
         samples = self.COMPILED + [self.PEAK] * 10
-        assert judgement.memory_peaks(samples, {"median": 1500.0, "p20": 1500.0, "p80": 1500.0}) == samples
-        assert judgement.memory_peaks(samples, None) == samples
-        assert judgement.memory_peaks(samples, {"median": "x"}) == samples
+        assert judged.memory_peaks(samples, {"median": 1500.0, "p20": 1500.0, "p80": 1500.0}) == samples
+        assert judged.memory_peaks(samples, None) == samples
+        assert judged.memory_peaks(samples, {"median": "x"}) == samples
         junk = [*self.COMPILED, "x", *[self.PEAK] * 9]  # a worker's JSON, read defensively
-        assert judgement.memory_peaks(junk, {"median": 1.0, "p20": 1.0, "p80": 1.0}) == junk
+        assert judged.memory_peaks(junk, {"median": 1.0, "p20": 1.0, "p80": 1.0}) == junk
         figures = {"median": self.PEAK, "p20": self.PEAK, "p80": self.PEAK}
-        assert judgement.memory_peaks(samples, figures) == [self.PEAK] * 10
-        assert judgement.memory_peaks(samples[-10:], figures) == samples[-10:]
+        assert judged.memory_peaks(samples, figures) == [self.PEAK] * 10
+        assert judged.memory_peaks(samples[-10:], figures) == samples[-10:]
 
 
 class TestWhatTheJobRecords:

@@ -75,3 +75,47 @@ class TestQueries:
         for kind, count in (("page", PAGE_QUERIES - 1), ("api", API_QUERIES - 1)):
             with django_assert_num_queries(count):
                 assert client.get(urls(run)[kind]).status_code == 200
+
+
+class TestStoredIntervals:
+    def test_every_loaded_measurement_stores_the_interval_its_samples_give(self, controlled_run):
+        from registry.reruns.judged import judged_interval
+        from registry.reruns.models import RerunJob
+
+        jobs = RerunJob.objects.filter(kind="measure", result_run__isnull=False).exclude(samples=[])
+        assert jobs.exists()
+        for job in jobs:
+            assert (job.judged_ci_low, job.judged_ci_high) == judged_interval(
+                job.metric, job.samples, job.upstream
+            )
+            assert job.judged_ci_low <= job.judged_ci_high
+
+    def test_rank_intervals_read_the_stored_interval_not_the_samples(self, client, controlled_run):
+        from registry.reruns.models import RerunJob
+
+        member = (
+            BenchmarkRun.objects.current()
+            .filter(comparison_key=controlled_run.comparison_key, source__slug="kernelindex-controlled")
+            .exclude(pk=controlled_run.pk)
+            .first()
+        )
+        job = RerunJob.objects.get(kind="measure", result_run=member)
+        # Samples changed behind the registry's back leave the stored interval, and the rank, alone;
+        # the stored interval moved is what the page reads.
+        RerunJob.objects.filter(pk=job.pk).update(samples=[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+        page = run_page.run_page_of(BenchmarkRun.objects.public().get(pk=controlled_run.pk))
+        shown = next(m for m in page.members if m.pk == member.pk).standing
+        RerunJob.objects.filter(pk=job.pk).update(judged_ci_low=job.judged_ci_low * 0.5)
+        again = run_page.run_page_of(BenchmarkRun.objects.public().get(pk=controlled_run.pk))
+        moved = next(m for m in again.members if m.pk == member.pk).standing
+        assert shown.low != moved.low or shown.summary != moved.summary or shown.high != moved.high
+
+    def test_verify_registry_reports_a_stored_interval_its_samples_do_not_give(self, controlled_run):
+        from registry.reruns.models import RerunJob
+        from tests.registry.test_run_integrity import verify
+
+        assert verify()[0]
+        job = RerunJob.objects.get(kind="measure", result_run=controlled_run)
+        RerunJob.objects.filter(pk=job.pk).update(judged_ci_high=job.judged_ci_high * 1.5)
+        ok, out = verify()
+        assert not ok and controlled_run.external_id in out and "stored interval" in out

@@ -128,6 +128,7 @@ def _result_store(job: RerunJob, result: JobResult) -> None:
     job.samples = samples
     job.ci_low, job.ci_high = medians.median_interval(samples) or (None, None)
     job.upstream = _figures(result.upstream)
+    job.judged_interval_set()
     job.gpu_uuid = str(result.gpu_uuid or job.gpu_uuid)[:64]  # else the card of the claim
     job.gpu_state = result.gpu_state if isinstance(result.gpu_state, dict) else {}
     job.sampling = result.sampling if isinstance(result.sampling, dict) else {}

@@ -132,7 +132,7 @@ def _measure_job_create(of, implementation, result, protocol_spec, slug, finishe
     """The finished measure job that holds the raw samples of a measurement."""
     from registry.reruns.models import JobKind, JobState, RerunJob
 
-    return RerunJob.objects.create(
+    job = RerunJob(
         kind=JobKind.MEASURE,
         state=JobState.SUCCEEDED,
         kernel=of.kernel,
@@ -156,6 +156,9 @@ def _measure_job_create(of, implementation, result, protocol_spec, slug, finishe
         environment=result["environment"],
         protocol=protocol_spec,
     )
+    job.judged_interval_set()
+    job.save()
+    return job
 
 
 def _finished_at(result: dict) -> datetime:
