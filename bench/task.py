@@ -153,7 +153,10 @@ PROFILE_AREAS = (
         "changes judged after the import",
         ("registry/change_pages.py", "registry/services/changes.py", "registry/series.py"),
     ),
-    ("import service (decide, rank, rows)", ("registry/services", "registry/ranks.py", "registry/models.py")),
+    (
+        "import service (decide, rank, rows)",
+        ("registry/services", "registry/competition_ranks.py", "registry/models.py"),
+    ),
 )
 
 
