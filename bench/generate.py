@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from registry import digests
-from registry.ranks import competition_ranks
+from registry.competition_ranks import competition_ranks
 from registry.sources.liger import importer as liger
 from registry.sources.liger.services import BUNDLED_LIGER_CSV
 

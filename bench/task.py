@@ -151,9 +151,12 @@ PROFILE_AREAS = (
     ("CSV parser and specs", ("registry/sources",)),
     (
         "changes judged after the import",
-        ("registry/changes.py", "registry/services/changes.py", "registry/series.py"),
+        ("registry/change_pages.py", "registry/services/changes.py", "registry/series.py"),
     ),
-    ("import service (decide, rank, rows)", ("registry/services", "registry/ranks.py", "registry/models.py")),
+    (
+        "import service (decide, rank, rows)",
+        ("registry/services", "registry/competition_ranks.py", "registry/models.py"),
+    ),
 )
 
 

@@ -1,7 +1,7 @@
 from django.urls import path
 from rest_framework.routers import DefaultRouter
 
-from registry import api, changes
+from registry import api, change_pages
 
 router = DefaultRouter()
 router.register("runs", api.RunViewSet, basename="run")
@@ -11,7 +11,7 @@ router.register("environments", api.EnvironmentViewSet, basename="environment")
 router.register("sources", api.SourceViewSet, basename="source")
 router.register("groups", api.ComparisonGroupViewSet, basename="comparison-group")
 router.register("manifests", api.ManifestViewSet, basename="manifest")
-router.register("changes", changes.ChangeViewSet, basename="change")
+router.register("changes", change_pages.ChangeViewSet, basename="change")
 
 urlpatterns = [
     path("export/runs.csv", api.RunExportCSV.as_view(), name="export-csv"),

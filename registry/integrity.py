@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from registry import digests
+from registry.competition_ranks import competition_ranks
 from registry.models import BenchmarkRun
-from registry.ranks import competition_ranks
 
 CHUNK = 2000
 

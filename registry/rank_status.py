@@ -1,6 +1,7 @@
 """What the data supports beside a run's rank (issue 14), read at page time, never stored.
 
-The competition rank (registry/ranks.py) orders medians, however little they rest on. Beside it:
+The competition rank (registry/competition_ranks.py) orders medians, however little they rest on.
+Beside it:
 - each run has an interval: a source's p20–p80 range; for a controlled run the 95% interval of its
   median from its measure job's raw samples (medians.median_interval, with scipy);
   a source's peak memory (the maximum over 10 runs) is a point, exact; a latency figure with

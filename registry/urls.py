@@ -1,7 +1,7 @@
 from django.urls import path, register_converter
 from django.views.decorators.http import require_safe
 
-from registry import changes, views
+from registry import change_pages, views
 from registry.cache import cached_page
 
 
@@ -67,6 +67,6 @@ urlpatterns = [
     path("glossary/", cached_page(views.glossary), name="glossary"),
     path("fleet/", cached_page(views.fleet_list), name="fleet"),
     path("fleet/<card:prefix>/", cached_page(views.fleet_card), name="fleet-card"),
-    path("changes/", cached_page(changes.change_list), name="change-list"),
-    path("changes/regressions.atom", require_safe(changes.RegressionFeed()), name="change-feed"),
+    path("changes/", cached_page(change_pages.change_list), name="change-list"),
+    path("changes/regressions.atom", require_safe(change_pages.RegressionFeed()), name="change-feed"),
 ]

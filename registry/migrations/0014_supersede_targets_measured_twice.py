@@ -7,7 +7,7 @@ and on an empty one; a fresh load gets the same result from the loader."""
 from django.db import migrations
 from django.db.models import F
 
-from registry.ranks import competition_ranks
+from registry.competition_ranks import competition_ranks
 
 
 def supersede_earlier(apps, schema_editor):

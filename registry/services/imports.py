@@ -13,6 +13,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import JSONField
 from django.utils import timezone
 
+from registry.competition_ranks import competition_ranks
 from registry.models import (
     BenchmarkRun,
     Environment,
@@ -22,7 +23,6 @@ from registry.models import (
     Source,
     Workload,
 )
-from registry.ranks import competition_ranks
 from registry.speed_of_light import measured_ceilings, sol_fields
 
 BATCH_SIZE = 1000

@@ -42,16 +42,16 @@ EXCEPTIONS = {
     ("registry.sources.kernelbench.gpu_sweep", "registry.reruns.harness.timing"): (
         "a GPU host's sweep of KernelBench problems takes the protocol's default timing settings"
     ),
-    ("registry.sources.kernelbench.controlled", "registry.reruns.harness.timing"): (
+    ("registry.sources.kernelbench.measurements", "registry.reruns.harness.timing"): (
         "a KernelBench measurement's protocol is the timing loop's own description"
     ),
-    ("registry.sources.kernelbench.controlled", "registry.reruns.models"): (
+    ("registry.sources.kernelbench.measurements", "registry.reruns.models"): (
         "a KernelBench measurement is recorded as a measure job with its raw samples"
     ),
-    ("registry.sources.kernelbench.controlled", "registry.reruns.services.measured_run"): (
+    ("registry.sources.kernelbench.measurements", "registry.reruns.services.measured_run"): (
         "and as the measured controlled run, through the one service that writes them"
     ),
-    ("registry.sources.kernelbench.controlled", "registry.reruns.services.record"): (
+    ("registry.sources.kernelbench.measurements", "registry.reruns.services.record"): (
         "a measurement on another card is a rerun, judged by the one evidence rule"
     ),
     ("registry.speed_of_light", "registry.reruns.models"): (

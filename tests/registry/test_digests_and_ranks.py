@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from registry import digests
+from registry.competition_ranks import competition_ranks
 from registry.models import BenchmarkRun
-from registry.ranks import competition_ranks
 from registry.services import groups_rerank
 from registry.sources.liger.importer import parse_file
 from registry.sources.liger.services import liger_import

@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from registry.models import BenchmarkRun
 from registry.reruns.models import MeasuredCeiling
-from registry.reruns.services.ceilings import measured_ceiling_create
+from registry.reruns.services.measured_ceilings import measured_ceiling_create
 from registry.sources.liger.services import liger_import
 from tests.registry.csvdata import bundled_rows, write_csv
 
@@ -183,7 +183,7 @@ class TestKernelPageCharts:
 class TestShippedH200Ceilings:
     def test_the_h200_runs_show_the_datasheet_and_the_measured_percentage(self, client, db):
         from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_load
-        from registry.reruns.services.ceilings import measured_ceilings_load
+        from registry.reruns.services.measured_ceilings import measured_ceilings_load
 
         controlled_runs_load(path=BUNDLED_CONTROLLED_DIR)
         assert measured_ceilings_load() == 1

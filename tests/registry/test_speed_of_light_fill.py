@@ -18,7 +18,7 @@ from registry import speed_of_light
 from registry.models import BenchmarkRun
 from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR
 from registry.reruns.management.commands import load_bundled_data
-from registry.reruns.services.ceilings import BUNDLED_CEILINGS_DIR, measured_ceilings_load
+from registry.reruns.services.measured_ceilings import BUNDLED_CEILINGS_DIR, measured_ceilings_load
 from registry.sources.liger.services import liger_import
 from registry.speed_of_light import speed_of_light_fill, speed_of_light_stale, verdict_basis
 from tests.registry.csvdata import bundled_rows, write_csv

@@ -11,7 +11,7 @@ from django.core.management import call_command
 from kernelindex.celery import app as celery_app
 from registry.reruns.models import JobKind, JobState, MeasuredCeiling
 from registry.reruns.services import JobRefused, ceilings_request, job_message
-from registry.reruns.services.ceilings import measured_ceilings_load
+from registry.reruns.services.measured_ceilings import measured_ceilings_load
 from registry.reruns.tasks import job_execute
 
 pytestmark = pytest.mark.django_db

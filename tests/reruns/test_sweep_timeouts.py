@@ -16,7 +16,7 @@ from django.utils import timezone
 from registry.models import Workload
 from registry.reruns.harness.session import TIMED_OUT
 from registry.reruns.models import JobState, RerunJob
-from registry.reruns.sweep import fleet, loop
+from registry.reruns.sweep import loop, workers
 from registry.reruns.sweep.status import progress
 from registry.reruns.sweep.targets import targets
 from registry.reruns.sweep.timeouts import (
@@ -288,6 +288,6 @@ def test_the_fleets_broker_visibility_timeout_outlasts_its_job_limit(monkeypatch
     not outlast: the sweep raises the visibility timeout for its own workers where it is shorter
     (the pipeline tests' 90 s), and leaves a longer one (the site's 7,200 s) as it is."""
     monkeypatch.setenv("CELERY_VISIBILITY_TIMEOUT", "90")
-    assert fleet._time_limits(360) == {"JOB_HARNESS_TIMEOUT": "360", "CELERY_VISIBILITY_TIMEOUT": "600"}
+    assert workers._time_limits(360) == {"JOB_HARNESS_TIMEOUT": "360", "CELERY_VISIBILITY_TIMEOUT": "600"}
     monkeypatch.setenv("CELERY_VISIBILITY_TIMEOUT", "7200")
-    assert fleet._time_limits(360)["CELERY_VISIBILITY_TIMEOUT"] == "7200"
+    assert workers._time_limits(360)["CELERY_VISIBILITY_TIMEOUT"] == "7200"

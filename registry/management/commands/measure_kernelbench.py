@@ -2,8 +2,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from registry.models import BenchmarkRun
-from registry.sources.kernelbench.controlled import kernelbench_measurement_record
 from registry.sources.kernelbench.harness import CONFIGURATIONS, HarnessError, run_spec
+from registry.sources.kernelbench.measurements import kernelbench_measurement_record
 
 
 class Command(BaseCommand):

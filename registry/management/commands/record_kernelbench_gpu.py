@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from registry.services.imports import ImportRejected
-from registry.sources.kernelbench.controlled import gpu_sweep_record
+from registry.sources.kernelbench.measurements import gpu_sweep_record
 
 
 class Command(BaseCommand):

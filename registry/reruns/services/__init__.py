@@ -10,7 +10,8 @@ their results, one module per concern:
 - `record`: rerun_record_result, the evidence rule, and rerun_rejudge;
 - `measured_run`: a controlled run as a registry record (the recorder and the loader share it);
 - `reconcile`: jobs_reconcile;
-- `ceilings`: a GPU model's measured ceilings, from a ceilings job or a shipped file.
+- `measured_ceilings`: a GPU model's measured ceilings as rows, from a ceilings job or a shipped
+  file (the measurement itself is `registry.reruns.ceilings`, run on the GPU host).
 
 The evidence rule lives in one module, `record` (`rerun_record_result`, `rerun_rejudge`).
 Requesting, claiming, heartbeats, failures, divergence and reconciliation never touch the level.

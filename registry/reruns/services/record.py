@@ -19,7 +19,11 @@ from registry.models import BenchmarkRun, EvidenceLevel, Verdict
 from registry.reruns.harness.job_result import JobResult
 from registry.reruns.judgement import SAMPLES_LIMIT, judgement_note, run_judgement
 from registry.reruns.models import JobKind, JobState, RerunJob
-from registry.reruns.services.ceilings import CeilingRejected, ceiling_fields, measured_ceiling_create
+from registry.reruns.services.measured_ceilings import (
+    CeilingRejected,
+    ceiling_fields,
+    measured_ceiling_create,
+)
 from registry.reruns.services.measured_run import CONTROLLED_SOURCE, measured_run_from_job
 from registry.reruns.services.worker import LOG_LIMIT, bounded_log
 from registry.services.changes import changes_detect

@@ -13,7 +13,7 @@ this database or in DIR (loaded first) are not measured again, so a sweep cut sh
 deadline goes on where it stopped when started again with the same DIR.
 
 - targets.py: what a sweep works on (the targets, the runs measuring them, the reruns owed);
-- fleet.py: the Celery workers, one per GPU and a recorder, under the sweep's time limit;
+- workers.py: the Celery workers, one per GPU and a recorder, under the sweep's time limit;
 - loop.py: `sweep()`, which plans, sends, collects, checkpoints and exports;
 - timeouts.py: the targets a job ran past the time limit or out of memory on, kept for later sweeps;
 - status.py: `progress()`, where a sweep stands, from the registry alone (`--status`);

@@ -19,7 +19,6 @@ from registry.reruns.harness import local_gpus
 from registry.reruns.harness.upstream import harness_ready
 from registry.reruns.models import JobKind, JobState, RerunJob
 from registry.reruns.services import JobRefused, job_cancel, measure_request, rerun_request
-from registry.reruns.sweep.fleet import JOB_TIMEOUT_S, Fleet
 from registry.reruns.sweep.targets import (
     RerunRecord,
     Target,
@@ -39,6 +38,7 @@ from registry.reruns.sweep.timeouts import (
     timeouts_read,
     timeouts_write,
 )
+from registry.reruns.sweep.workers import JOB_TIMEOUT_S, Fleet
 from registry.sources.liger.services import BUNDLED_LIGER_CSV, liger_import
 
 FINISHED = (JobState.SUCCEEDED, JobState.DIVERGED, JobState.FAILED, JobState.CANCELLED)

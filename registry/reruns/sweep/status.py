@@ -6,7 +6,6 @@ from pathlib import Path
 from registry.models import EvidenceLevel
 from registry.reruns import controlled
 from registry.reruns.judgement import settle_reruns_left
-from registry.reruns.sweep.fleet import JOB_TIMEOUT_S
 from registry.reruns.sweep.targets import (
     RerunRecord,
     legacy_runs,
@@ -17,6 +16,7 @@ from registry.reruns.sweep.targets import (
     unsettled,
 )
 from registry.reruns.sweep.timeouts import timed_out_targets, timeouts_read
+from registry.reruns.sweep.workers import JOB_TIMEOUT_S
 
 
 def progress(

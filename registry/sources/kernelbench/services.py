@@ -162,7 +162,7 @@ GPU_DIR = BUNDLED.parent / "gpu"  # gpu_sweep's output from GPU hosts, in the or
 def bundled_load(*, progress=None) -> dict:
     """Upstream's history, then what KernelIndex's GPU hosts measured of its problems
     (data/gpu/*.jsonl.gz, by name: a card's first measurements before another card's reruns)."""
-    from registry.sources.kernelbench.controlled import gpu_sweep_record
+    from registry.sources.kernelbench.measurements import gpu_sweep_record
 
     loaded = {"kernelbench": kernelbench_import(path=BUNDLED, progress=progress)}
     for file in sorted(GPU_DIR.glob("*.jsonl.gz")):

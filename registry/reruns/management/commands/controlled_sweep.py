@@ -7,11 +7,11 @@ from registry.models import BenchmarkRun
 from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR
 from registry.reruns.harness import KERNELS, local_gpu_slug
 from registry.reruns.harness.upstream import HarnessMissing
-from registry.reruns.sweep.fleet import JOB_TIMEOUT_S
 from registry.reruns.sweep.loop import sweep
 from registry.reruns.sweep.status import progress
 from registry.reruns.sweep.throughput import throughput
 from registry.reruns.sweep.timeouts import TimeoutsFileError
+from registry.reruns.sweep.workers import JOB_TIMEOUT_S
 from registry.reruns.torch_check import torch_missing
 
 

@@ -4,7 +4,7 @@ from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_load
-from registry.reruns.services.ceilings import CeilingRejected, measured_ceilings_load
+from registry.reruns.services.measured_ceilings import CeilingRejected, measured_ceilings_load
 from registry.reruns.services.record import reruns_rejudge
 from registry.services import ImportRejected
 from registry.services.changes import changes_detect

@@ -5,7 +5,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from registry.reruns.ceilings import SIZES, ceilings_run, summarize
 from registry.reruns.harness import gpu_slug
-from registry.reruns.services.ceilings import BUNDLED_CEILINGS_DIR
+from registry.reruns.services.measured_ceilings import BUNDLED_CEILINGS_DIR
 from registry.reruns.torch_check import torch_missing
 
 

@@ -1,5 +1,7 @@
-"""Rank arithmetic: where a run stands in its comparison group. The importer stores ranks with it
-(services.imports.groups_rerank) and verify_registry re-derives them (integrity.py)."""
+"""Competition ranks ("1, 1, 3"): where a run stands in its comparison group. The importer stores
+ranks with it (services.imports.groups_rerank) and verify_registry re-derives them (integrity.py);
+what the data supports beside a rank is read at page time (rank_status.py). A module of its own:
+the writer, the check and a migration need this arithmetic and nothing of the page's."""
 
 
 def competition_ranks(values: list[float]) -> list[int]:

@@ -1,5 +1,5 @@
-"""The sweep's workers: one Celery worker per GPU on the model's queue and one recorder on the
-default queue, started from this process's environment with the sweep's own time limit."""
+"""The sweep's workers (a `Fleet`): one Celery worker per GPU on the model's queue and one recorder
+on the default queue, started from this process's environment with the sweep's own time limit."""
 
 import os
 import signal
