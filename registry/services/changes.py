@@ -9,6 +9,11 @@
   (asv's rule); a large step the test cannot confirm is `uncertain`.
 - Peak memory (max_memory_allocated over 10 runs) has no spread: its equal quantiles are a
   deterministic figure, not one call, so a step over the threshold is called either way.
+- A source that publishes a mean, its std and the number of calls (KernelBench) changes a figure
+  by publishing a new value that supersedes the old one: each such step (the same workload, so
+  the same comparison key) counts when Welch's t-test on the two published means (scipy's
+  ttest_ind_from_stats) gives p <= CHANGE_P_VALUE and the difference is at least CHANGE_THRESHOLD;
+  a large step the test cannot confirm, or one without a published spread, is `uncertain`.
 Steps below the threshold, or whose ranges overlap, are noise and are not kept. Lower is better
 for every metric the registry holds (latency, memory).
 
@@ -24,7 +29,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import transaction
 from django.db.models import QuerySet
-from scipy.stats import mannwhitneyu
+from scipy.stats import mannwhitneyu, ttest_ind_from_stats
 
 from registry.cache import generation_bump
 from registry.evidence import measured_samples
@@ -94,13 +99,46 @@ def step_judge(before, after, *, samples_before=None, samples_after=None) -> Jud
     return Judgement(direction, ratio, f"{size}; the p20-p80 ranges do not overlap")
 
 
+def mean_step_judge(before: dict, after: dict) -> Judgement | None:
+    """The call on a step between two published means (`mean`, `std`, `num_trials` as the source
+    names them); None where it is noise."""
+    threshold = settings.CHANGE_THRESHOLD
+    try:
+        (m1, s1, n1), (m2, s2, n2) = (
+            (float(side["mean"]), float(side["std"]), int(side["num_trials"])) for side in (before, after)
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+    if m1 <= 0:
+        return None
+    ratio = m2 / m1
+    if abs(ratio - 1) < threshold:
+        return None
+    direction = ChangeKind.REGRESSION if ratio > 1 else ChangeKind.IMPROVEMENT
+    size = f"{(ratio - 1) * 100:+.1f}% (threshold ±{threshold * 100:g}%)"
+    if min(n1, n2) < 2 or not (s1 > 0 and s2 > 0):
+        return Judgement(
+            ChangeKind.UNCERTAIN, ratio, f"{size}, but a side publishes no spread (std or calls): no test"
+        )
+    p = float(ttest_ind_from_stats(m1, s1, n1, m2, s2, n2, equal_var=False).pvalue)
+    counts = f"means over {n1} and {n2} calls, as published"
+    if p <= settings.CHANGE_P_VALUE:
+        return Judgement(direction, ratio, f"{size}; Welch's t-test p = {p:.2g}, {counts}", p)
+    return Judgement(
+        ChangeKind.UNCERTAIN,
+        ratio,
+        f"{size}, but Welch's t-test p = {p:.2g}, {counts} (> {settings.CHANGE_P_VALUE:g})",
+        p,
+    )
+
+
 @transaction.atomic
 def changes_detect(*, runs: QuerySet | None = None) -> dict[str, int]:
     """(Re)judge every step of the series `runs` belong to (every series when None): a step
     that is no longer between consecutive values (a value placed between them later) is
     removed. Returns {"created": n, "removed": n}. A constant number of queries."""
-    # A source that publishes a mean (KernelBench) is left out: its series are per host, which
-    # the series key does not hold, and its steps would need a test on means, not these rules.
+    # A source that publishes a mean (KernelBench) has a series per host, which the series key
+    # does not hold: its steps are the new values that superseded the old (_mean_steps).
     members = BenchmarkRun.objects.exclude(protocol__statistic="mean")
     if runs is not None:
         keys = set(runs.values_list("comparison_key", "provider"))
@@ -125,6 +163,9 @@ def changes_detect(*, runs: QuerySet | None = None) -> dict[str, int]:
             )
             if judgement:
                 wanted[(before.pk, after.pk)] = (after, judgement)
+    mean_pks, mean_wanted = _mean_steps(runs)
+    pks += mean_pks
+    wanted.update(mean_wanted)
     existing = {
         (before, after): (pk, kind, attributed)
         for pk, before, after, kind, attributed in Change.objects.filter(after_id__in=pks).values_list(
@@ -148,6 +189,42 @@ def changes_detect(*, runs: QuerySet | None = None) -> dict[str, int]:
     if created or removed:
         generation_bump()  # the changes page, its API and the feed are served from the page cache
     return {"created": len(created), "removed": len(removed)}
+
+
+def _mean_steps(runs: QuerySet | None) -> tuple[list[int], dict]:
+    """The steps of a source that publishes means: each run superseded by a new value of the same
+    workload (a revised problem is another workload, not a change), judged on the published
+    figures (mean_step_judge). Two queries. Returns the pks they touch and the steps wanted."""
+    mean_runs = BenchmarkRun.objects.filter(protocol__statistic="mean")
+    if runs is not None:
+        keys = set(runs.values_list("comparison_key", flat=True))
+        mean_runs = mean_runs.filter(comparison_key__in=keys)
+    befores = {
+        row[0]: row
+        for row in mean_runs.filter(superseded_by__isnull=False).values_list(
+            "pk", "superseded_by_id", "comparison_key", "source_metrics"
+        )
+    }
+    if not befores:
+        return [], {}
+    afters = {
+        row[0]: row
+        for row in BenchmarkRun.objects.filter(pk__in={row[1] for row in befores.values()}).values_list(
+            *SERIES_FIELDS, "source_metrics"
+        )
+    }
+    wanted = {}
+    for pk, after_pk, key, metrics in befores.values():
+        row = afters.get(after_pk)
+        if row is None:
+            continue
+        after = _Value(*row[:-1])
+        if after.comparison_key != key:
+            continue
+        judgement = mean_step_judge(metrics or {}, row[-1] or {})
+        if judgement:
+            wanted[(pk, after.pk)] = (after, judgement)
+    return [*befores, *afters], wanted
 
 
 @dataclass(frozen=True)

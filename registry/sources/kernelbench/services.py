@@ -18,6 +18,7 @@ from django.utils import timezone
 from registry import digests
 from registry.cache import generation_bump
 from registry.models import BenchmarkRun, SourceImport
+from registry.services.changes import changes_detect
 from registry.services.imports import (
     ImportRejected,
     ImportSummary,
@@ -131,6 +132,8 @@ def kernelbench_version_import(*, prepared: _Prepared) -> ImportSummary:
         )
     )
     groups_rerank(keys=keys)
+    if superseded:  # a new value of a published mean: a step of its series (Welch's test)
+        changes_detect(runs=BenchmarkRun.objects.filter(pk__in=superseded.values()))
     for name, value in summary.as_dict().items():
         setattr(record, name, value)
     record.kernels = sorted({run.kernel["slug"] for run in new_rows})

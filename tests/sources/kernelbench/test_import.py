@@ -187,12 +187,40 @@ class TestEachVersionIsAllOrNothing:
         assert runs().count() == 7
 
 
-class TestStepsBetweenPublishedMeansAreNotJudgedYet:
-    def test_no_change_is_recorded_for_a_kernelbench_series(self, kb_folder):
+class TestStepsBetweenPublishedMeansAreJudgedByWelchsTest:
+    def test_a_new_mean_that_supersedes_the_old_is_a_change_when_welchs_test_says_so(self, kb_folder):
+        from scipy.stats import ttest_ind_from_stats
+
+        from registry.models import Change
+
+        kernelbench_import(path=kb_folder)
+        old = runs().get(median=1.0)
+        assert old.superseded_by.median == 1.1  # +10%, std 0.01 over 100 calls each side
+        (change,) = Change.objects.filter(before=old)
+        assert (change.after_id, change.kind) == (old.superseded_by_id, "regression")
+        expected = ttest_ind_from_stats(1.0, 0.01, 100, 1.1, 0.01, 100, equal_var=False).pvalue
+        assert change.p_value == pytest.approx(expected)
+        assert "Welch's t-test" in change.evidence and "100 and 100 calls" in change.evidence
+        # Unchanged figures, a withdrawn key and a moved file are no step.
+        assert Change.objects.filter(kernel__runs__source__slug="kernelbench").distinct().count() == 1
+
+    def test_a_step_the_spread_does_not_confirm_is_uncertain(self, tmp_path):
+        from registry.models import Change
+
+        versions = two_versions()
+        for version in versions:
+            timing = version["files"]["results/timing/L40S/baseline_time_torch.json"]["level1"]
+            mean = timing["1_Square_matrix_multiplication_.py"]["mean"]
+            timing["1_Square_matrix_multiplication_.py"] = row(mean, std=2.0, trials=5)
+        kernelbench_import(path=write_folder(tmp_path / "kb", versions))
+        (change,) = Change.objects.filter(before=runs().get(median=1.0))
+        assert change.kind == "uncertain" and change.p_value > 0.01
+
+    def test_a_second_detection_changes_nothing(self, kb_folder):
         from registry.models import Change
         from registry.services.changes import changes_detect
 
         kernelbench_import(path=kb_folder)
-        assert runs().get(median=1.0).superseded_by.median == 1.1  # a +10% step, over the threshold
-        changes_detect()
-        assert not Change.objects.filter(kernel__runs__source__slug="kernelbench").exists()
+        before = list(Change.objects.values_list("pk", "kind"))
+        assert changes_detect() == {"created": 0, "removed": 0}
+        assert list(Change.objects.values_list("pk", "kind")) == before
