@@ -12,8 +12,8 @@ takes the next. A problem that runs past `--problem-timeout` is recorded as such
 killed. Each answer is one JSON line of `--out`, written as soon as it comes, so a sweep stopped
 by the host's limit keeps what it measured; a second sweep on the same file measures only what
 is not in it yet, and `--skip FILE` leaves out what another output file holds (a card's earlier
-sweep, already shipped), so that new measurements go to a new file. The deadline is checked before each problem: one started before it may end
-after it, by at most the problem timeout.
+sweep, already shipped), so that new measurements go to a new file. The deadline is checked
+before each problem: one started before it may end after it, by at most the problem timeout.
 """
 
 import argparse

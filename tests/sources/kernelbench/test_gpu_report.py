@@ -4,7 +4,7 @@ import importlib.util
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-REPORT = ROOT / "docs" / "reports" / "2026-12-06-h200-kernelbench.md"
+REPORT = ROOT / "docs" / "reports" / "2026-12-06-h200-h100-kernelbench.md"
 
 
 def _script():
@@ -32,3 +32,18 @@ def test_a_changed_sample_changes_the_report():
         for value, block in zip(first["samples"], first["sampling"]["sample_blocks"], strict=True)
     ]
     assert script.report(found) != REPORT.read_text()
+
+
+def test_measurements_on_two_gpu_models_are_never_paired():
+    """The H200 (GPU-25fc3e73) and the H100s measured the same level-1 problems: only measurements
+    on two cards of one model are compared, as the registry judges only those as reruns."""
+    script = _script()
+    measured = [entry for entry in script.entries() if entry.get("result")]
+    model = lambda entry: entry["result"]["environment"]["gpu_name"]  # noqa: E731
+    assert len({model(entry) for entry in measured}) >= 2
+    pairs = script.pairs_of(measured)
+    assert pairs
+    for first, second in pairs:
+        assert model(first) == model(second)
+        assert first["result"]["gpu_uuid"] != second["result"]["gpu_uuid"]
+        assert (first["sha256"], first["implementation"]) == (second["sha256"], second["implementation"])
