@@ -1,14 +1,39 @@
-"""The shell commands that README.md and docs/*.md show, read the way a reader copies them."""
+"""The shell commands that README.md and docs/*.md show, read the way a reader copies them.
+
+Every fenced block of docs/*.md (docs/reports/ included) says what it is in its info string:
+
+- ```text: not a command: output, a diagram, a file's content.
+- ```sh {host=NAME} (or sql, redis, ... {host=NAME}): commands, run on the host NAME, one of
+  HOSTS below. `dev` blocks run as written, in each file's order, in the fresh copy that the
+  README walk serves (tests/docs/test_commands.py): on a CPU machine after the README's two
+  commands, with the site's development database. Every other host is named for what the block
+  needs that such a machine lacks.
+
+A block with neither (a bare ``` or ```sh) is unclassified, and tests/docs/test_commands.py
+fails on it. README.md's own blocks are walked by that file's README tests instead.
+"""
 
 import re
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
+FENCE = re.compile(r"^```([^`\n]*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
+INFO = re.compile(r"^(\w*)\s*(?:\{host=([\w-]+)\})?\s*$")
 SHELL = {"", "sh", "bash", "console", "shell"}
 INLINE = re.compile(r"`([^`\n]*manage\.py [^`\n]*)`")
 MANAGE = re.compile(r"python3?\s+manage\.py\s+([a-z_]+)(.*)")
+
+# Where a command block runs: the `{host=NAME}` of its fence.
+HOSTS = {
+    "dev": "a CPU machine after the README's two commands, in the checkout (the test runs these)",
+    "gpu": "a GPU host: a CUDA card, its own torch, the wheelhouse or an index",
+    "postgres": "a machine with PostgreSQL and Redis on 127.0.0.1, as CI has (benchmarks, backups, prod.py)",
+    "prod": "a production host: root, systemd, /srv/kernelindex and the site's settings",
+    "pypi": "a machine that reaches PyPI",
+}
+NOT_A_COMMAND = "text"
 
 # What a reader puts in place of the placeholders the docs write.
 PLACEHOLDERS = {
@@ -22,8 +47,41 @@ PLACEHOLDERS = {
 }
 
 
+@dataclass(frozen=True)
+class Block:
+    """One fenced block: where it is, its language and host (None where its fence names none)."""
+
+    path: Path
+    line: int
+    language: str
+    host: str | None
+    text: str
+    classified: bool
+
+    @property
+    def where(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line}"
+
+
+def blocks(path: Path) -> list[Block]:
+    text = path.read_text()
+    found = []
+    for match in FENCE.finditer(text):
+        info = INFO.match(match.group(1).strip())
+        language, host = (info.group(1), info.group(2)) if info else (match.group(1).strip(), None)
+        classified = bool(info) and (host in HOSTS if host else language == NOT_A_COMMAND)
+        line = text.count("\n", 0, match.start()) + 1
+        found.append(Block(path, line, language, host, match.group(2), classified))
+    return found
+
+
+def docs_files() -> list[Path]:
+    """docs/*.md, docs/reports/ included: the files whose blocks carry a host."""
+    return sorted((ROOT / "docs").rglob("*.md"))
+
+
 def doc_files() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    return [ROOT / "README.md", *docs_files()]
 
 
 def sections(text: str) -> dict[str, str]:
@@ -35,8 +93,8 @@ def sections(text: str) -> dict[str, str]:
 def shell_lines(text: str) -> list[str]:
     """Every line of every fenced shell block, continuation lines joined."""
     lines = []
-    for language, block in FENCE.findall(text):
-        if language not in SHELL:
+    for info, block in FENCE.findall(text):
+        if info.split(" ", 1)[0] not in SHELL:
             continue
         pending = ""
         for line in block.splitlines():
@@ -72,3 +130,8 @@ def arguments(rest: str) -> list[str]:
             break
         args.append(PLACEHOLDERS.get(word, word))
     return args
+
+
+def block_lines(block: Block) -> list[str]:
+    """The lines of one block as commands: continuation lines joined, comments and blanks left out."""
+    return [line for line in shell_lines(f"```sh\n{block.text}```") if not line.lstrip().startswith("#")]

@@ -2,10 +2,13 @@
 
 - Every `manage.py ...` line in README.md and docs/ is accepted by that command's own argument
   parser (placeholders filled in as a reader would).
+- Every fenced block of docs/ says where it runs or that it is no command (the convention:
+  tests/docs/commands.py), and the repository files its commands name exist.
 - The README walked on a fresh copy of the repository, in order: `python3 scripts/dev.py run`
   serves the site; the next steps' blocks run as written and exit 0; signing up prints the
-  confirmation link in the run command's output, as the README says; SIGTERM to the run command
-  stops its children, so the port is free again.
+  confirmation link in the run command's output, as the README says. Then, on the same copy and
+  site, every `{host=dev}` block of docs/*.md runs as written, each file's blocks in order, and
+  exits 0. Last, SIGTERM to the run command stops its children, so the port is free again.
 - The PostgreSQL section's `createdb` line creates a database that the `export` lines then reach.
 - The test command runs pytest with the arguments given.
 """
@@ -26,7 +29,19 @@ from urllib.parse import urlencode
 import pytest
 from django.core.management import get_commands, load_command_class
 
-from tests.docs.commands import ROOT, doc_files, manage_invocations, sections, shell_lines
+from tests.docs.commands import (
+    HOSTS,
+    NOT_A_COMMAND,
+    ROOT,
+    Block,
+    block_lines,
+    blocks,
+    doc_files,
+    docs_files,
+    manage_invocations,
+    sections,
+    shell_lines,
+)
 
 README = (ROOT / "README.md").read_text()
 PORT = 8241
@@ -73,6 +88,55 @@ def test_a_wrong_argument_is_caught_by_that_check():
     parser = load_command_class(get_commands()[name], name).create_parser("manage.py", name)
     with pytest.raises(Exception, match="no-such-flag"):
         parser.parse_args(args)
+
+
+def every_block() -> list[Block]:
+    return [block for path in docs_files() for block in blocks(path)]
+
+
+def dev_blocks_by_file() -> list:
+    by_file = {}
+    for block in every_block():
+        if block.host == "dev":
+            by_file.setdefault(block.path, []).append(block)
+    return [pytest.param(found, id=str(path.relative_to(ROOT))) for path, found in by_file.items()]
+
+
+REPOSITORY_FILE = re.compile(r"(?<![\w./-])((?:bench|scripts)/[\w/.-]+\.py|manage\.py)\b")
+
+
+def test_every_block_of_the_docs_says_where_it_runs():
+    unclassified = [f"{block.where}: ```{block.language}" for block in every_block() if not block.classified]
+    assert unclassified == [], (
+        "a fenced block of docs/ needs ```text (no command) or ```sh {host=NAME}, NAME one of "
+        f"{sorted(HOSTS)} (tests/docs/commands.py): {unclassified}"
+    )
+
+
+def test_a_block_marked_text_holds_no_command():
+    for block in every_block():
+        if block.language == NOT_A_COMMAND:
+            for line in block.text.splitlines():
+                assert not re.match(r"\s*(\.venv/bin/)?python3? ", line), f"{block.where}: {line}"
+
+
+def test_the_files_the_commands_of_the_docs_name_exist():
+    for block in every_block():
+        if block.host is None:
+            continue
+        for line in block_lines(block):
+            if "/srv/" in line:  # a production host's own checkout
+                continue
+            for name in REPOSITORY_FILE.findall(line):
+                assert (ROOT / name).is_file(), f"{block.where}: {name}"
+
+
+def test_an_unmarked_block_is_unclassified(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("```sh\n.venv/bin/python manage.py check\n```\n\n```sh {host=moon}\nls\n```\n")
+    assert [block.classified for block in blocks(page)] == [False, False]
+    page.write_text("```sh {host=dev}\nls\n```\n\n```text\noutput\n```\n")
+    assert [(b.host, b.classified) for b in blocks(page)] == [("dev", True), (None, True)]
 
 
 def fresh_copy(destination: Path) -> Path:
@@ -156,43 +220,84 @@ def sign_up(base: str) -> None:
     opener.open(request).read()
 
 
-@pytest.mark.skipif(not port_free(PORT), reason=f"port {PORT} is busy")
-def test_the_readme_walked_on_a_fresh_copy(tmp_path):
-    copy = fresh_copy(tmp_path / "kernelindex")
-    readme = sections(README)
-    (run_line,) = shell_lines(readme["Run it"])
-    log = (tmp_path / "run.log").open("w")
-    runner = subprocess.Popen(
-        [*shlex.split(run_line), "--port", str(PORT)],
-        cwd=copy,
-        env=clean_env(),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{PORT}"
+class Walk:
+    """The README walked on a fresh copy: `scripts/dev.py run` serving it, and its log."""
+
+    def __init__(self, folder: Path):
+        self.copy = fresh_copy(folder / "kernelindex")
+        self.log_path = folder / "run.log"
+        self.log = self.log_path.open("w")
+        self.base = f"http://127.0.0.1:{PORT}"
+        (run_line,) = shell_lines(sections(README)["Run it"])
+        self.next_steps: list[tuple[str, subprocess.CompletedProcess]] = []
+        self.runner = subprocess.Popen(
+            [*shlex.split(run_line), "--port", str(PORT)],
+            cwd=self.copy,
+            env=clean_env(),
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def run(self, script: str) -> subprocess.CompletedProcess:
+        """A line or block, as a reader pastes it into a second shell in the copy."""
+        return subprocess.run(
+            ["bash", "-e", "-o", "pipefail", "-c", script],
+            cwd=self.copy,
+            env=clean_env(),
+            capture_output=True,
+            text=True,
+        )
+
+    def stop(self) -> None:
+        if self.runner.poll() is None:
+            self.runner.send_signal(signal.SIGTERM)
+            self.runner.wait(timeout=60)
+        self.log.close()
+
+
+@pytest.fixture(scope="module")
+def walk(tmp_path_factory):
+    if not port_free(PORT):
+        pytest.skip(f"port {PORT} is busy")
+    walk = Walk(tmp_path_factory.mktemp("readme"))
     try:
-        wait_for(f"{base}/", runner, seconds=420)
-        assert (copy / ".env").read_text().startswith("#")  # the development .env it writes
-        for line in shell_lines(readme["Next steps"]):
-            done = subprocess.run(
-                ["bash", "-c", line], cwd=copy, env=clean_env(), capture_output=True, text=True
-            )
-            assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
-        sign_up(base)
-        deadline = time.monotonic() + 30
-        while (
-            "/accounts/confirm-email/" not in (tmp_path / "run.log").read_text()
-            and time.monotonic() < deadline
-        ):
-            time.sleep(1)
-        assert "/accounts/confirm-email/" in (tmp_path / "run.log").read_text()
+        wait_for(f"{walk.base}/", walk.runner, seconds=420)
+        # The README's next steps, in order, in a second shell; the test below reads the outcomes.
+        walk.next_steps = [(line, walk.run(line)) for line in shell_lines(sections(README)["Next steps"])]
+        yield walk
     finally:
-        runner.send_signal(signal.SIGTERM)
-        runner.wait(timeout=60)
-        log.close()
+        walk.stop()
+
+
+def test_the_readme_walked_on_a_fresh_copy(walk):
+    assert (walk.copy / ".env").read_text().startswith("#")  # the development .env it writes
+    assert walk.next_steps
+    for line, done in walk.next_steps:
+        assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
+    sign_up(walk.base)
+    deadline = time.monotonic() + 30
+    while "/accounts/confirm-email/" not in walk.log_path.read_text() and time.monotonic() < deadline:
+        time.sleep(1)
+    assert "/accounts/confirm-email/" in walk.log_path.read_text()
+
+
+@pytest.mark.parametrize("found", dev_blocks_by_file())
+def test_the_dev_blocks_of_the_docs_run_on_the_walked_copy(walk, found):
+    """After the README's next steps (its administrator exists), on the same copy and site, so
+    a block that writes writes into that copy and its development database only."""
+    for block in found:
+        done = walk.run(block.text)
+        assert done.returncode == 0, (
+            f"{block.where}\n{block.text}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
+
+
+def test_sigterm_to_the_run_command_frees_its_port(walk):
+    walk.stop()
+    assert walk.runner.returncode is not None
     assert port_free(PORT), "a child of scripts/dev.py run still holds the port"
     time.sleep(1)
-    assert processes_in(copy) == []
+    assert processes_in(walk.copy) == []
 
 
 def psql(database: str, sql: str) -> subprocess.CompletedProcess:
