@@ -113,13 +113,19 @@ class Child:
         self.process = None
 
 
+def output_lines(path: Path) -> list[str]:
+    """The lines of a sweep's output file, plain or gzip-compressed (`.gz`): what both this sweep
+    (resuming) and the registry's recorder (measurements._entries) read."""
+    data = path.read_bytes()
+    return (gzip.decompress(data) if path.name.endswith(".gz") else data).decode("utf-8").splitlines()
+
+
 def done_keys(out: Path) -> set:
     """The (problem digest, implementation) pairs a sweep's output file holds (plain or .gz)."""
     if not out.is_file():
         return set()
-    data = out.read_bytes()
     keys = set()
-    for line in (gzip.decompress(data) if out.name.endswith(".gz") else data).decode().splitlines():
+    for line in output_lines(out):
         try:
             entry = json.loads(line)
         except ValueError:

@@ -11,7 +11,6 @@ tier, so each line is checked before anything of it is written, and each is reco
 transaction.
 """
 
-import gzip
 import json
 import math
 import uuid
@@ -31,6 +30,7 @@ from registry.models import BenchmarkRun, EvidenceLevel
 from registry.reruns.harness.timing import protocol_core
 from registry.services.imports import ImportRejected
 from registry.sources.kernelbench import importer, protocols
+from registry.sources.kernelbench.gpu_sweep import output_lines
 from registry.sources.kernelbench.harness import CONFIGURATIONS
 
 FILE_KEYS = {  # the implementation each harness configuration is, as a timing file names it
@@ -260,8 +260,7 @@ def _problem_runs(digests_: set[str]) -> dict[str, BenchmarkRun]:
 
 def _entries(path: Path) -> list[tuple[int, dict]]:
     try:
-        data = path.read_bytes()
-        lines = (gzip.decompress(data) if path.name.endswith(".gz") else data).decode("utf-8").splitlines()
+        lines = output_lines(path)
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
         raise ImportRejected(f"{path.name}: not a readable text file ({exc})") from None
     entries = []
