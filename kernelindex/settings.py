@@ -166,7 +166,8 @@ if CACHE_URL:
         CACHES["default"]["BACKEND"] = "kernelindex.redis_cache.RedisCache"  # one client per pool
         # Every cache key (pages, the generation, sessions) starts "web:", a pattern no GPU worker's
         # Redis ACL user is given (docs/deploy.md, "Grants"); values are signed (redis_cache.py).
-        CACHES["default"].setdefault("KEY_PREFIX", "web")
+        # django-environ leaves `?key_prefix=NAME` as a lower-case key Django does not read.
+        CACHES["default"]["KEY_PREFIX"] = CACHES["default"].pop("key_prefix", "") or "web"
 else:
     CACHES = {
         "default": {

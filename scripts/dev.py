@@ -172,13 +172,20 @@ def test(pytest_args):
     ensure_worker_requirements()
     ensure_chromium()
     ensure_axe_core()
-    # KERNELINDEX_TEST_WORKERS=N: N parallel pytest-xdist workers (tests/settings.py gives each its
-    # own var/ folder, test database, broker and cache key prefixes). Off by default until the
-    # whole suite is shown to pass in parallel on PostgreSQL and Redis.
-    workers = os.environ.get("KERNELINDEX_TEST_WORKERS", "")
-    if workers and workers != "0" and not any(a.startswith(("-n", "--numprocesses")) for a in pytest_args):
-        pytest_args = ["-n", workers, "--dist", "worksteal", *pytest_args]
-    sys.exit(subprocess.run([PYTHON, "-m", "pytest", *pytest_args], cwd=ROOT, env=base_env()).returncode)
+    sys.exit(
+        subprocess.run([PYTHON, "-m", "pytest", *parallel(pytest_args)], cwd=ROOT, env=base_env()).returncode
+    )
+
+
+def parallel(pytest_args: list[str]) -> list[str]:
+    """Two pytest-xdist workers where there are two cores (KERNELINDEX_TEST_WORKERS=N for N, 0 for
+    none; `-n` among the arguments wins). tests/settings.py gives each worker its own var/ folder,
+    test database, broker and cache key prefixes; tests/conftest.py keeps a module with shared
+    set-up on one worker (`--dist loadgroup`) and starts the slowest modules first."""
+    workers = os.environ.get("KERNELINDEX_TEST_WORKERS", "") or str(min(os.cpu_count() or 1, 2))
+    if workers in ("0", "1") or any(a.startswith(("-n", "--numprocesses")) for a in pytest_args):
+        return pytest_args
+    return ["-n", workers, "--dist", "loadgroup", "--no-loadscope-reorder", *pytest_args]
 
 
 if __name__ == "__main__":

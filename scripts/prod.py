@@ -91,23 +91,24 @@ def web_acl_rules() -> list[str]:
     return ["~*", "&*", "+@all", "-@admin"]
 
 
-def gpu_acl_rules(gpu: str) -> list[str]:
+def gpu_acl_rules(gpu: str, prefix: str = "") -> list[str]:
     """What a GPU worker needs of the broker, and nothing else: its own queue (and kombu's
     priority lists of it), the default queue to push its signed reports to (write only: it cannot
     read or take the central worker's tasks), kombu's bindings and unacknowledged-message
     bookkeeping, the answers to its claims, and celery's remote control (the admin's Operations
     page asks workers which queues they serve). Never the cache's keys
     (`web:*`, sessions among them), never SCAN or KEYS (key names would give away session ids),
-    never another database's keys by SELECT, since key patterns hold in every database."""
+    never another database's keys by SELECT, since key patterns hold in every database. `prefix`:
+    the deployment's CELERY_BROKER_KEY_PREFIX, which kombu puts before every broker key."""
     return [
-        f"~gpu.{gpu}",
-        f"~gpu.{gpu}\x06\x16*",
-        "%W~default",
-        "%W~default\x06\x16*",
-        "~_kombu.*",
-        "~unacked",
-        "~unacked_index",
-        "~unacked_mutex",
+        f"~{prefix}gpu.{gpu}",
+        f"~{prefix}gpu.{gpu}\x06\x16*",
+        f"%W~{prefix}default",
+        f"%W~{prefix}default\x06\x16*",
+        f"~{prefix}_kombu.*",
+        f"~{prefix}unacked",
+        f"~{prefix}unacked_index",
+        f"~{prefix}unacked_mutex",
         "~celery-task-meta-*",
         "~*.celery.pidbox*",
         "&*",
@@ -224,7 +225,8 @@ def gpu_worker_setup(env: dict, args, gpu: str) -> dict:
     folder.chmod(0o700)
     name = acl_users(args)[gpu]
     password = secrets.token_urlsafe(32)
-    acl_apply(env["REDIS_ADMIN_URL"], [[name, password, gpu_acl_rules(gpu)]])
+    prefix = env.get("CELERY_BROKER_KEY_PREFIX", "")
+    acl_apply(env["REDIS_ADMIN_URL"], [[name, password, gpu_acl_rules(gpu, prefix)]])
     with (state_dir() / "acl-users").open("a") as out:
         out.write(name + "\n")
     worker = f"prod-{gpu}-{acl_tag()}"
@@ -240,6 +242,7 @@ def gpu_worker_setup(env: dict, args, gpu: str) -> dict:
         "LOG_FORMAT": env.get("LOG_FORMAT", "json"),
         "KERNELINDEX_VAR_DIR": str(folder / "var"),
         "CELERY_BROKER_URL": url_as(env["REDIS_ADMIN_URL"], name, password),
+        **({"CELERY_BROKER_KEY_PREFIX": prefix} if prefix else {}),
         "JOB_VERIFY_KEY": verify_key,
         "WORKER_NAME": worker,
         "WORKER_KEY_FILE": str(key_file),

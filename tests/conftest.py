@@ -16,6 +16,57 @@ from registry.reruns.harness.upstream import harness_dir, harness_fetch
 
 PASSWORD = "correct-horse-battery-staple-42"
 
+# --- parallel workers (pytest-xdist, `scripts/dev.py test` runs two) ---------------------------
+
+# The modules that take longest (docs/performance.md, "The test suite"), started first so that the
+# two workers finish together instead of one running a three-minute test alone at the end.
+SLOWEST_FIRST = (
+    "tests/sources/test_everything_that_ships.py",
+    "tests/docs/test_commands.py",
+    "tests/reruns/test_controlled_sweep.py",
+    "tests/browser/test_pages_on_a_phone.py",
+    "tests/security/test_api_fuzz.py",
+    "tests/browser/test_kernelbench_in_chromium.py",
+    "tests/site/test_rank_status_bundled.py",
+    "tests/harness/test_controlled_runs.py",
+    "tests/harness/test_cpu_runs.py",
+    "tests/ops/test_gunicorn_restarts.py",
+)
+SHARED_SCOPES = ("module", "package", "class")
+
+
+def _shared_setup(item) -> bool:
+    """Whether the test uses a fixture kept for its module or class (a whole load of the bundled
+    data, a Celery worker, a virtual environment): under xdist such a module runs on one worker,
+    so the set-up is made once, not once per worker that gets some of its tests."""
+    for definitions in item._fixtureinfo.name2fixturedefs.values():
+        for definition in definitions:
+            ours = getattr(definition.func, "__module__", "").startswith("tests.")
+            if ours and definition.scope in SHARED_SCOPES:
+                return True
+    return False
+
+
+def pytest_itemcollected(item):
+    """Under xdist (`--dist loadgroup`), each module with shared set-up is one group, sent whole to
+    one worker."""
+    if getattr(item.config.option, "dist", "no") != "no" and getattr(item, "module", None) is not None:
+        if _shared_setup(item):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Under xdist, the slowest modules first; without it the order stays pytest-django's."""
+    if getattr(config.option, "dist", "no") == "no":
+        return
+
+    def rank(item):
+        path = item.nodeid.split("::", 1)[0]
+        return SLOWEST_FIRST.index(path) if path in SLOWEST_FIRST else len(SLOWEST_FIRST)
+
+    items.sort(key=rank)  # stable: each module keeps its own order
+
 
 @pytest.fixture(autouse=True)
 def page_cache_empty():

@@ -49,7 +49,11 @@ def test_all_queued_jobs_complete_after_redis_goes_down_and_the_worker_resumes_b
     # Beat (the reconciler) only where a message may be lost; a resend after 30 s, longer than any
     # job here waits in the queue, sends again only what the crash lost.
     reconciler = {"JOB_RECONCILE_INTERVAL": "1", "JOB_RESEND_AFTER": "30"} if crash else {}
-    worker = FaultWorker(tmp_path, beat=crash, CELERY_BROKER_URL=own_redis.url, **reconciler).start()
+    # Its own Redis, so no key prefix (tests/settings.py gives one per xdist worker): `broker` and
+    # the queue lengths below name the keys as they are.
+    worker = FaultWorker(
+        tmp_path, beat=crash, CELERY_BROKER_URL=own_redis.url, CELERY_BROKER_KEY_PREFIX="", **reconciler
+    ).start()
     try:
         job_send(job_id=jobs[0].pk, queue="gpu.cpu", connection=broker)
         running(jobs[0])

@@ -185,11 +185,11 @@ class TestGpuWorkerInTheProductionShape:
         self, gpu_shape, tmp_path
     ):
         import redis
-        from celery import Celery
 
         from tests.faults.support import small_cpu_rows
         from tests.reruns.conftest import csv_import as _  # noqa: F401
         from tests.reruns.conftest import harness_result, row  # noqa: F401
+        from tests.reruns.worker import celery_app_for
 
         gpu_env = _env_file(gpu_shape["var"] / "gpu-cpu" / "env")
         web_env = _env_file(gpu_shape["var"] / "web.env")
@@ -227,7 +227,7 @@ class TestGpuWorkerInTheProductionShape:
         )
 
         # While the first job runs, forge a result for the second with the worker's broker user.
-        forger = Celery(broker=gpu_env["CELERY_BROKER_URL"])
+        forger = celery_app_for(gpu_env["CELERY_BROKER_URL"])
         with psycopg.connect(gpu_shape["database"], autocommit=True) as db:
             target = db.execute("SELECT id FROM registry_rerunjob WHERE run_id = %s", [second]).fetchone()[0]
         forger.send_task(

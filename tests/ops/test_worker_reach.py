@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pytest
 import redis
-from celery import Celery
 from django.conf import settings
 from django.core.cache import cache
 
@@ -32,7 +31,7 @@ from registry.reruns.services import rerun_request
 from registry.reruns.services.signing import job_verify_key_text, private_key_generate
 from tests.faults.support import figure, needs_redis, small_cpu_rows
 from tests.reruns.conftest import TEST_WORKER, csv_import, harness_result, worker_key_for_tests
-from tests.reruns.worker import WORKER_ENV, Worker, broker_clear
+from tests.reruns.worker import WORKER_ENV, Worker, broker_clear, broker_key, broker_prefix, celery_app_for
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = needs_redis
@@ -53,7 +52,7 @@ def gpu_user():
     """A GPU worker's ACL user for gpu.cpu, made as scripts/prod.py makes it; deleted after."""
     admin = settings.CELERY_BROKER_URL
     name, password = f"ki-test-gpu-{uuid.uuid4().hex[:10]}", uuid.uuid4().hex
-    PROD.acl_apply(admin, [[name, password, PROD.gpu_acl_rules("cpu")]])
+    PROD.acl_apply(admin, [[name, password, PROD.gpu_acl_rules("cpu", broker_prefix())]])
     try:
         yield {"name": name, "url": PROD.url_as(admin, name, password)}
     finally:
@@ -98,22 +97,23 @@ class TestTheGpuWorkersAclUser:
 
     def test_it_reaches_the_broker_keys_a_gpu_worker_needs(self, gpu_user):
         client = as_user(gpu_user["url"])
-        queue = "gpu.cpu"
+        queue, default = broker_key("gpu.cpu"), broker_key("default")
+        broker_clear()  # no message an earlier test left in the queue comes out before the probe
         try:
             client.lpush(queue, b"probe")
             assert client.rpop(queue) == b"probe"
             # The default queue is write-only: a worker hands in reports, never reads or takes tasks
             # (its length, metadata only, Redis lets it see).
-            client.lpush("default", b"probe")
-            assert refused(partial(client.rpop, "default"))
-            assert refused(partial(client.lrange, "default", 0, -1))
+            client.lpush(default, b"probe")
+            assert refused(partial(client.rpop, default))
+            assert refused(partial(client.lrange, default, 0, -1))
         finally:
             client.close()
             admin = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-            admin.lrem("default", 0, b"probe")
+            admin.lrem(default, 0, b"probe")
             admin.close()
         other = as_user(gpu_user["url"])
-        assert refused(lambda: other.lpush("gpu.nvidia-h200", b"x"))  # another model's queue
+        assert refused(lambda: other.lpush(broker_key("gpu.nvidia-h200"), b"x"))  # another model's queue
         other.close()
 
 
@@ -128,6 +128,7 @@ def gpu_worker_env(tmp_path: Path, broker_url: str, key_file: str, name: str) ->
         "DEBUG": "0",
         "KERNELINDEX_VAR_DIR": str(tmp_path / "gpu-var"),
         "CELERY_BROKER_URL": broker_url,
+        **({"CELERY_BROKER_KEY_PREFIX": broker_prefix()} if broker_prefix() else {}),
         "JOB_VERIFY_KEY": job_verify_key_text(),
         "WORKER_NAME": name,
         "WORKER_KEY_FILE": key_file,
@@ -180,7 +181,7 @@ class TestSplitWorkers:
             # The attack of finding 2, with the GPU worker's own broker credentials.
             gpu.stop()
             target = rerun_request(run=runs[1])
-            forger = Celery(broker=gpu_user["url"])
+            forger = celery_app_for(gpu_user["url"])
             result = harness_result(0.1, gpu_slug="cpu")
             forger.send_task("registry.job_record", args=[target.pk, "0" * 32, result], queue="default")
             pem, _ = private_key_generate()

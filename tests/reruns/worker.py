@@ -54,7 +54,23 @@ def _broker_messages(queue: str = "") -> list[Path]:
 def broker_key(name: str) -> str:
     """A broker key as kombu names it in Redis: under this worker's prefix (tests/settings.py
     gives each xdist worker one; none without xdist)."""
-    return settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("global_keyprefix", "") + name
+    return broker_prefix() + name
+
+
+def broker_prefix() -> str:
+    """This worker's CELERY_BROKER_KEY_PREFIX (tests/settings.py; empty without xdist)."""
+    return settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("global_keyprefix", "")
+
+
+def celery_app_for(broker_url: str):
+    """A bare Celery app on `broker_url` (a GPU worker's user, a forger), naming its keys as this
+    test process's app does."""
+    from celery import Celery
+
+    app = Celery(broker=broker_url)
+    if broker_prefix():
+        app.conf.broker_transport_options = {"global_keyprefix": broker_prefix()}
+    return app
 
 
 def redis_client():
