@@ -3,6 +3,7 @@ roles (contributors, a moderator, a superuser), each defined here once."""
 
 import fcntl
 import importlib
+import os
 
 import pytest
 from allauth.account.models import EmailAddress
@@ -47,18 +48,23 @@ def _shared_setup(item) -> bool:
     return False
 
 
+def _xdist_worker() -> bool:
+    """Whether this process is a pytest-xdist worker: the workers collect the tests, and the
+    controller schedules them in the order and groups the workers give."""
+    return bool(os.environ.get("PYTEST_XDIST_WORKER"))
+
+
 def pytest_itemcollected(item):
     """Under xdist (`--dist loadgroup`), each module with shared set-up is one group, sent whole to
     one worker."""
-    if getattr(item.config.option, "dist", "no") != "no" and getattr(item, "module", None) is not None:
-        if _shared_setup(item):
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+    if _xdist_worker() and getattr(item, "module", None) is not None and _shared_setup(item):
+        item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     """Under xdist, the slowest modules first; without it the order stays pytest-django's."""
-    if getattr(config.option, "dist", "no") == "no":
+    if not _xdist_worker():
         return
 
     def rank(item):
