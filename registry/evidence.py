@@ -408,9 +408,14 @@ class JobEvidence:
         measure job the model's rule read from the job itself; "" when GPU-timed."""
         if self.model_account:
             return str(self.model_account.get("host_bound") or "")
+        return self._measured_host_bound[1]
+
+    @cached_property
+    def _measured_host_bound(self) -> tuple[str, str]:
+        """(kind, why) of a latency measure job by the model's rule, read from the job itself."""
         if self.run is None or self.job.kind != JobKind.MEASURE or self.job.metric != Metric.LATENCY:
-            return ""
-        return verdict_model.host_bound_reason(
+            return "", ""
+        return verdict_model.host_bound(
             kernel=self.run.kernel.slug,
             provider=self.job.provider,
             mode=self.job.operation_mode,
@@ -428,18 +433,7 @@ class JobEvidence:
         that never makes a run `reproduced`. False for a job that waits on the host once a call."""
         if self.model_account:
             return verdict_model.is_paced(self.verdict_class)
-        if not self.host_bound_reason:
-            return False
-        return (
-            verdict_model.host_bound(
-                kernel=self.run.kernel.slug,
-                provider=self.job.provider,
-                mode=self.job.operation_mode,
-                sampling=self.sampling,
-                sample_count=len(self.readings),
-            )[0]
-            == verdict_model.PACED
-        )
+        return self._measured_host_bound[0] == verdict_model.PACED
 
     @property
     def verdict_summary(self) -> str:

@@ -76,9 +76,9 @@ def run_page_of(run: BenchmarkRun) -> RunPage:
     jobs = run_jobs(run)
     controlled = run_evidence(run, jobs)
     best = selectors.group_best_other(members, run)
-    measurement = controlled.measurement.job if controlled.measurement else None
-    known = {run.pk: (measurement.judged_ci_low, measurement.judged_ci_high)} if measurement else {}
-    rank_status.attach_group(run, members, best, known={k: v for k, v in known.items() if None not in v})
+    job = controlled.measurement.job if controlled.measurement else None
+    known = {run.pk: (job.judged_ci_low, job.judged_ci_high)} if job and job.judged_ci_low is not None else {}
+    rank_status.attach_group(run, members, best, known=known)
     return RunPage(
         run=run,
         members=members,

@@ -75,14 +75,7 @@ def step_judge(before, after, *, samples_before=None, samples_after=None) -> Jud
     if samples_before and samples_after:
         p = float(mannwhitneyu(samples_before, samples_after, alternative="two-sided").pvalue)
         counts = f"{len(samples_before)} and {len(samples_after)} samples"
-        if p <= settings.CHANGE_P_VALUE:
-            return Judgement(direction, ratio, f"{size}; Mann-Whitney p = {p:.2g} over {counts}", p)
-        return Judgement(
-            ChangeKind.UNCERTAIN,
-            ratio,
-            f"{size}, but Mann-Whitney p = {p:.2g} over {counts} (> {settings.CHANGE_P_VALUE:g})",
-            p,
-        )
+        return _tested(direction, ratio, size, f"Mann-Whitney p = {p:.2g} over {counts}", p)
     if before.metric == "memory":
         # Peak memory is the max over 10 runs and does not vary: equal quantiles are not one call.
         return Judgement(direction, ratio, f"{size}; peak memory over 10 runs each, no spread")
@@ -121,15 +114,17 @@ def mean_step_judge(before: dict, after: dict) -> Judgement | None:
             ChangeKind.UNCERTAIN, ratio, f"{size}, but a side publishes no spread (std or calls): no test"
         )
     p = float(ttest_ind_from_stats(m1, s1, n1, m2, s2, n2, equal_var=False).pvalue)
-    counts = f"means over {n1} and {n2} calls, as published"
-    if p <= settings.CHANGE_P_VALUE:
-        return Judgement(direction, ratio, f"{size}; Welch's t-test p = {p:.2g}, {counts}", p)
-    return Judgement(
-        ChangeKind.UNCERTAIN,
-        ratio,
-        f"{size}, but Welch's t-test p = {p:.2g}, {counts} (> {settings.CHANGE_P_VALUE:g})",
-        p,
+    return _tested(
+        direction, ratio, size, f"Welch's t-test p = {p:.2g}, means over {n1} and {n2} calls, as published", p
     )
+
+
+def _tested(direction: str, ratio: float, size: str, test: str, p: float) -> Judgement:
+    """A step over the threshold with a test's p-value: a change when p <= CHANGE_P_VALUE, else
+    uncertain; `test` says which test and over what."""
+    if p <= settings.CHANGE_P_VALUE:
+        return Judgement(direction, ratio, f"{size}; {test}", p)
+    return Judgement(ChangeKind.UNCERTAIN, ratio, f"{size}, but {test} (> {settings.CHANGE_P_VALUE:g})", p)
 
 
 @transaction.atomic
