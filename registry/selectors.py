@@ -10,10 +10,11 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from django.db.models import Count, Exists, Max, Min, OuterRef, Q, Value
+from django.db.models import Count, Exists, Max, Min, OuterRef, Q, Subquery, Value
 
 from registry import sources
 from registry.models import (
+    CONTROLLED_SOURCE_SLUG,
     EVIDENCE_EXPLANATIONS,
     BenchmarkRun,
     Environment,
@@ -629,3 +630,26 @@ def source_counts() -> list[dict]:
         withdrawn=Count("runs", filter=Q(runs__withdrawn=True, runs__superseded_by__isnull=True)),
     )
     return list(rows.values("slug", "total", "current", "superseded", "withdrawn"))
+
+
+def controlled_counts() -> list[dict]:
+    """KernelIndex's own current runs, by the source whose workload each measures, GPU model and
+    implementation: how many, and how many are `reproduced` (an agreeing rerun on another card).
+    One query; a run's source is that of another run of its workload."""
+    measured_source = (
+        BenchmarkRun.objects.filter(workload=OuterRef("workload"))
+        .exclude(source__slug=CONTROLLED_SOURCE_SLUG)
+        .values("source__slug")[:1]
+    )
+    rows = (
+        BenchmarkRun.objects.current()
+        .filter(source__slug=CONTROLLED_SOURCE_SLUG)
+        .annotate(measures=Subquery(measured_source))
+        .values("measures", "gpu_product", "implementation__provider")
+        .annotate(
+            current=Count("id"),
+            reproduced=Count("id", filter=Q(evidence_level=EvidenceLevel.REPRODUCED)),
+        )
+        .order_by("measures", "gpu_product", "implementation__provider")
+    )
+    return list(rows)

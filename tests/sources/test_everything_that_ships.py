@@ -89,10 +89,10 @@ class TestSpeedOfLight:
         assert "speed-of-light: 0 runs' speed of light updated" in shipped.second
 
 
-def quoted() -> list[str]:
+def quoted(name: str) -> list[str]:
     text = README.read_text(encoding="utf-8")
-    block = re.search(r"<!-- source-counts:.*?-->\n(.*?)<!-- /source-counts -->", text, re.S)
-    assert block, "the README has no source-counts block"
+    block = re.search(rf"<!-- {name}:.*?-->\n(.*?)<!-- /{name} -->", text, re.S)
+    assert block, f"the README has no {name} block"
     return block[1].strip().splitlines()
 
 
@@ -100,7 +100,15 @@ class TestReadmeCounts:
     def test_the_readme_quotes_the_counts_the_command_prints(self, shipped):
         out = StringIO()
         call_command("source_counts", stdout=out)
-        assert out.getvalue().strip().splitlines() == quoted()
+        assert out.getvalue().strip().splitlines() == quoted("source-counts")
+
+    def test_the_readme_quotes_kernelindexs_own_runs_as_the_command_prints_them(self, shipped):
+        out = StringIO()
+        call_command("source_counts", "--controlled", stdout=out)
+        printed = out.getvalue().strip().splitlines()
+        assert printed == quoted("controlled-counts")
+        current = BenchmarkRun.objects.current().filter(source__slug="kernelindex-controlled").count()
+        assert sum(int(line.split("|")[4].replace(",", "")) for line in printed[2:]) == current
 
 
 class TestVerifyRegistry:
