@@ -3,7 +3,11 @@
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
+from django.contrib.contenttypes.models import ContentType
 from django.core.cache import cache
+from django.db import connection
 from django.db.models import F, Subquery, Value
 
 from attestations.models import (
@@ -210,16 +214,75 @@ def _own_submission(what, pk, label, state, created_at) -> OwnSubmission:
     )
 
 
+# The permissions a run page's moderation region reads, as (app label, codename).
+MODERATION_PERMISSIONS = {
+    "moderates": ("attestations", "moderate_attestation"),
+    "triages": ("attestations", "triage_issuereport"),
+    "can_rerun": ("reruns", "request_rerun"),
+}
+
+
 def _run_moderation(user, run_pk: int) -> dict | None:
-    if not user.is_staff:
+    """A staff visitor's moderation region: what they may do on this run and its queues' counts,
+    read in one query (the three permissions, given to the user or a group of theirs, as Django's
+    ModelBackend grants them, and the two counts), where `has_perm` and two counts took four."""
+    if not user.is_staff or not user.is_active:
         return None
-    moderates = user.has_perm("attestations.moderate_attestation")
-    triages = user.has_perm("attestations.triage_issuereport")
-    can_rerun = user.has_perm("reruns.request_rerun")
-    if not (moderates or triages or can_rerun):
+    row = _moderation_row(user, run_pk)
+    if user.is_superuser:
+        row.update(dict.fromkeys(MODERATION_PERMISSIONS, True))
+    if not (row["moderates"] or row["triages"] or row["can_rerun"]):
         return None
     return {
-        "pending": Attestation.objects.pending().filter(run_id=run_pk).count() if moderates else None,
-        "open_reports": IssueReport.objects.open().filter(run_id=run_pk).count() if triages else None,
-        "can_rerun": can_rerun,
+        "pending": row["pending"] if row["moderates"] else None,
+        "open_reports": row["open_reports"] if row["triages"] else None,
+        "can_rerun": row["can_rerun"],
+    }
+
+
+def _moderation_row(user, run_pk: int) -> dict:
+    """One raw query: building the same from ORM subqueries cost about 10 ms of Python a page."""
+    permitted = (
+        "p.id IN (SELECT permission_id FROM {user_perms} WHERE {user_col} = %s)"
+        " OR p.id IN (SELECT gp.permission_id FROM {group_perms} gp JOIN {user_groups} ug"
+        " ON ug.group_id = gp.{group_col} WHERE ug.{user_col} = %s)"
+    )
+    granted = (
+        "EXISTS (SELECT 1 FROM {permission} p JOIN {content_type} ct ON ct.id = p.content_type_id"
+        f" WHERE ct.app_label = %s AND p.codename = %s AND ({permitted}))"
+    )
+    sql = "SELECT " + ", ".join(
+        [granted] * len(MODERATION_PERMISSIONS)
+        + [
+            "(SELECT COUNT(*) FROM {attestation} WHERE run_id = %s AND state = %s)",
+            "(SELECT COUNT(*) FROM {report} WHERE run_id = %s AND state IN (%s, %s))",
+        ]
+    )
+    params = []
+    for app_label, codename in MODERATION_PERMISSIONS.values():
+        params += [app_label, codename, user.pk, user.pk]
+    params += [run_pk, AttestationState.PENDING, run_pk, IssueReportState.OPEN, IssueReportState.ACKNOWLEDGED]
+    with connection.cursor() as cursor:
+        cursor.execute(sql.format(**_moderation_tables()), params)
+        values = cursor.fetchone()
+    row = dict(zip(MODERATION_PERMISSIONS, map(bool, values[:3]), strict=True))
+    return {**row, "pending": values[3], "open_reports": values[4]}
+
+
+def _moderation_tables() -> dict:
+    user_model = get_user_model()
+    user_perms = user_model.user_permissions.through._meta
+    user_groups = user_model.groups.through._meta
+    group_perms = Group.permissions.through._meta
+    quote = connection.ops.quote_name
+    return {
+        "permission": quote(Permission._meta.db_table),
+        "content_type": quote(ContentType._meta.db_table),
+        "user_perms": quote(user_perms.db_table),
+        "user_groups": quote(user_groups.db_table),
+        "group_perms": quote(group_perms.db_table),
+        "user_col": quote(user_perms.get_field(user_model._meta.model_name).column),
+        "group_col": quote(group_perms.get_field("group").column),
+        "attestation": quote(Attestation._meta.db_table),
+        "report": quote(IssueReport._meta.db_table),
     }

@@ -7,7 +7,7 @@ import json
 import re
 
 import pytest
-from django.contrib.auth.models import AnonymousUser
+from django.contrib.auth.models import AnonymousUser, Group, Permission
 from django.core.cache import cache
 from django.db import connection
 from django.http import HttpResponse
@@ -36,11 +36,11 @@ PAGES = {
 }
 # Queries of a signed-in request once the shared part is stored: the user (the session is read
 # from the cache), and on the run page the visitor's own attestations and issue reports (one
-# query, skipped for a user known to have filed nothing); a moderator's permissions (two) and
-# the run's two queues on top. The rest of the page comes from the cache.
+# query, skipped for a user known to have filed nothing); a moderator's permissions and the
+# run's two queues in one more. The rest of the page comes from the cache.
 CONTRIBUTOR_QUERIES = {"run page": 2, "kernel page": 1, "compare page": 1, "API runs": 1}
 NOTHING_FILED_RUN_PAGE_QUERIES = 1
-MODERATOR_RUN_PAGE_QUERIES = 5  # a moderator who has filed nothing, as the tests' one has
+MODERATOR_RUN_PAGE_QUERIES = 2  # a moderator who has filed nothing, as the tests' one has
 
 
 def without_personal_regions(content: bytes) -> bytes:
@@ -280,6 +280,35 @@ class TestModeratorControls:
         assert b"0 open issue reports" in page.content
         assert b"Request a rerun (admin)" in page.content
         client.logout()
+        assert b'class="moderation"' not in client.get(run.get_absolute_url()).content
+
+    def test_each_control_follows_its_own_permission_given_to_the_user_or_a_group(
+        self, client, registry, contributor, django_user_model
+    ):
+        """The region reads the three permissions in one query: each must still be granted as
+        Django grants it (to the user, or to a group of theirs; all to an active superuser)."""
+        run = _run()
+        submit_note(run, contributor)
+        staff = django_user_model.objects.create_user("triager", "triager@example.org", is_staff=True)
+        client.force_login(staff)
+        assert b'class="moderation"' not in client.get(run.get_absolute_url()).content
+        staff.user_permissions.add(Permission.objects.get(codename="triage_issuereport"))
+        page = client.get(run.get_absolute_url()).content
+        assert b"0 open issue reports" in page
+        assert b"pending reproduction" not in page and b"Request a rerun (admin)" not in page
+        group = Group.objects.create(name="rerunners")
+        group.permissions.add(Permission.objects.get(codename="request_rerun"))
+        staff.groups.add(group)
+        page = client.get(run.get_absolute_url()).content
+        assert b"Request a rerun (admin)" in page and b"pending reproduction" not in page
+        boss = django_user_model.objects.create_superuser("boss", "boss@example.org", "x")
+        client.force_login(boss)
+        assert b"1 pending reproduction or note" in client.get(run.get_absolute_url()).content
+        boss.is_active = False
+        boss.save()
+        staff.user_permissions.clear()
+        staff.groups.clear()
+        client.force_login(staff)
         assert b'class="moderation"' not in client.get(run.get_absolute_url()).content
 
     def test_the_controls_open_the_admin_on_this_run(self, client, registry, contributor, moderator):
