@@ -54,8 +54,10 @@ RESTART_SETTINGS = {
 }
 
 
-def registry() -> str:
-    """The bundled registry in BENCH_PG_PREFIX's database: loaded once, then reused."""
+def registry(everything: bool = False) -> str:
+    """The bundled registry in BENCH_PG_PREFIX's database: loaded once, then reused. The bundled
+    Liger data, or with `everything` all that ships (`manage.py load_bundled_data`: both sources,
+    KernelIndex's controlled runs, the ceilings), as a deployment loads it."""
     url = common.pg_url(common.PG_PREFIX)
     if common.pg_exists(common.PG_PREFIX):
         with psycopg.connect(url) as conn:
@@ -67,7 +69,10 @@ def registry() -> str:
     common.pg_recreate(common.PG_PREFIX)
     common.manage(url, "migrate", "-v0")
     print("loading the bundled data ...", flush=True)
-    print(common.task(url, "load-bundled"), flush=True)
+    if everything:
+        common.manage(url, "load_bundled_data")
+    else:
+        print(common.task(url, "load-bundled"), flush=True)
     return url
 
 

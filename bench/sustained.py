@@ -8,6 +8,9 @@ before and after the load, in the same run.
     BENCH_BROKER_URL=redis://127.0.0.1:6379/12 KERNELINDEX_VAR_DIR=var/bench-sustained \\
         .venv/bin/python bench/sustained.py --port 8017 [--minutes 10] [--seconds 5] [--rounds 2]
 
+The registry is everything that ships (`load_bundled_data`), in BENCH_PG_PREFIX's database, loaded
+once and reused.
+
 1. Pages against the floor (`/bench/floor/`, a view that does no work): each anonymous page
    (home, search, the run, kernel and compare pages, the largest kernel page by bytes, the changes
    page, the API's run list) and the run page for a signed-in contributor and for a moderator, each
@@ -174,7 +177,7 @@ def main() -> None:
     args = parser.parse_args()
     if not port_free(args.port):
         raise SystemExit(f"port {args.port} is taken: pick another with --port")
-    url = registry()
+    url = registry(everything=True)
     cookies = {
         role: common.task(url, "session", f"bench-{role}", role)["cookie"]
         for role in ("contributor", "moderator")

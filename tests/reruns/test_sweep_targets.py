@@ -16,6 +16,7 @@ from registry.models import BenchmarkRun
 from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_load
 from registry.reruns.judgement import SETTLE_MAX
 from registry.reruns.models import JobKind, RerunJob
+from registry.reruns.sweep import loop
 from registry.reruns.sweep.status import progress
 from registry.reruns.sweep.targets import current_families, legacy_runs, measured_targets, targets
 from registry.sources.liger.services import BUNDLED_LIGER_CSV, liger_import
@@ -266,3 +267,28 @@ def test_a_sweep_without_the_harness_refuses_before_it_sends_a_job(tmp_path, mon
         )
 
     assert not RerunJob.objects.exists()
+
+
+def test_remeasure_plans_every_target_again_and_a_resumed_sweep_only_what_is_not_measured(
+    fused_moe_source, shipped_fused_moe, tmp_path
+):
+    """`controlled_sweep --remeasure` (`resume=False`): the targets already measured are sent again
+    (each new run supersedes its target's earlier one), for fresh measurements in blocks."""
+    plan = dict(
+        gpu_slug="nvidia-h200",
+        gpus=1,
+        out=tmp_path,
+        kernels=["fused_moe"],
+        limit=None,
+        reruns=False,
+        same_card=False,
+        job_timeout_s=60,
+    )
+    measured = set(measured_targets(gpu_slug="nvidia-h200"))
+    resumed = set(loop._plan(resume=True, figures=loop.Progress(), **plan).pending)
+    again = set(loop._plan(resume=False, figures=loop.Progress(), **plan).pending)
+
+    assert measured
+    assert not measured & resumed
+    assert measured <= again
+    assert again == set(targets(gpu_slug="nvidia-h200", kernels=["fused_moe"]))

@@ -54,6 +54,13 @@ class Command(BaseCommand):
             "that cannot make a run reproduced); by default those runs wait for another card.",
         )
         parser.add_argument(
+            "--remeasure",
+            action="store_true",
+            help="Measure every target of the chosen kernels again, measured or not (a fresh job "
+            "under today's protocol, in blocks, whose run supersedes the earlier one of its target); "
+            "recorded timeouts are tried again and only the new runs are rerun.",
+        )
+        parser.add_argument(
             "--status",
             action="store_true",
             help="Instead: print where the sweep stands (targets measured, reruns owed, jobs "
@@ -108,6 +115,7 @@ class Command(BaseCommand):
                 kernels=options["kernel"] or None,
                 limit=options["limit"],
                 same_card=options["same_card_reruns"],
+                resume=not options["remeasure"],
                 job_timeout_s=options["job_timeout"],
                 log=log,
             )
