@@ -8,7 +8,7 @@ import math
 import re
 import unicodedata
 
-from registry.reruns.harness.kernels import CPU_PROVIDERS, KERNELS, UNMAPPED, Unmappable, upstream_warmup_for
+from registry.sources.liger.harness import CPU_PROVIDERS, KERNELS, UNMAPPED, Unmappable, upstream_warmup_for
 
 MODES = ("forward", "backward", "full")
 METRICS = ("latency", "memory")
