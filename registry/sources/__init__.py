@@ -60,20 +60,13 @@ class SourcePlugin:
         return _named(self.rerun_targets_loader)()
 
     def work_of(self, workload, operation_mode: str):
-        if not self.work_counter:
-            return None
-        module, _, function = self.work_counter.partition(":")
-        return getattr(import_module(module), function)(workload, operation_mode)
+        return _named(self.work_counter)(workload, operation_mode) if self.work_counter else None
 
     def kernels_matching(self, query: str):
-        if not self.kernel_search:
-            return None
-        module, _, function = self.kernel_search.partition(":")
-        return getattr(import_module(module), function)(query)
+        return _named(self.kernel_search)(query) if self.kernel_search else None
 
     def load_bundled(self, *, progress: Callable[[int], None] | None = None):
-        module, _, function = self.bundled_loader.partition(":")
-        return getattr(import_module(module), function)(progress=progress)
+        return _named(self.bundled_loader)(progress=progress)
 
 
 def plugins() -> list[SourcePlugin]:
