@@ -6,8 +6,8 @@ time, from `registry/reruns/harness/*.py` (all but its Django-facing `__init__.p
 harness mapping (`registry/sources/liger/harness.py`, shipped as `harness/kernels.py`), the
 statistics it uses and this folder's `cli.py`, `result.py` and `backend.py`. Import prefixes are
 renamed on the way in, as vendoring tools do (`registry.reruns.harness.` becomes
-`kernelindex_kit.harness.`, the mapping's module `kernelindex_kit.harness.kernels`); a build that leaves any import of registry, Django or the site in the kit
-fails, naming the file and line.
+`kernelindex_kit.harness.`, the mapping's module `kernelindex_kit.harness.kernels`); a build that
+leaves any import of registry, Django or the site in the kit fails, naming the file and line.
 
 The version says what the kit carries: `1.0+liger085.protocolv1.<source hash>` is the kit's
 release, the liger-kernel sdist its harness runs (0.8.5), the timing protocols' version
