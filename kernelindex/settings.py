@@ -84,6 +84,10 @@ INSTALLED_APPS = [
     "django_prometheus",
     "registry",
     "registry.reruns",
+    # The sources of benchmark data, one app each, in load order (docs/sources.md): the registered
+    # plug-ins are the installed apps whose package defines SOURCE.
+    "registry.sources.liger",
+    "registry.sources.kernelbench",
     "attestations",
 ]
 GITHUB_CLIENT_ID = _env(env.str, "GITHUB_CLIENT_ID", default="")

@@ -17,7 +17,7 @@ from django.db.models import Exists, OuterRef, Prefetch, Q
 from scipy import stats
 
 from registry.models import BenchmarkRun, Metric
-from registry.reruns.harness.kernels import missed_upstream_warmup
+from registry.reruns.harness import missed_upstream_warmup
 from registry.reruns.harness.timing import LEAD_CAP_CYCLES, LEAD_MAX_S, median_host_paced
 from registry.reruns.judged import judged_interval, judged_samples
 from registry.reruns.judgement import SETTLE_MAX, settle_reruns_left, verdict_model_for
@@ -173,7 +173,7 @@ class JobEvidence:
 
     @property
     def upstream_warmup(self) -> str:
-        """What the script's own warm-up ran before the job's setup (harness.kernels.KernelMap
+        """What the script's own warm-up ran before the job's setup (liger.harness.KernelMap
         .warmup: fused_moe's liger autotune at the model's base T), or ""."""
         ran = self.sampling.get("upstream_warmup")
         return ran if isinstance(ran, str) else ""

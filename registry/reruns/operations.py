@@ -12,7 +12,6 @@ from django.utils import timezone
 
 from registry.models import SourceImport, SourceSync
 from registry.reruns.models import JobState, RerunJob
-from registry.sources.liger.sync import syncs_stuck
 
 
 def operations_view(request):
@@ -30,6 +29,15 @@ def operations_summary(*, now=None) -> dict:
         "stuck_syncs": syncs_stuck(),
         **_jobs_needing_attention(now),
     }
+
+
+def syncs_stuck(*, older_than: timedelta = timedelta(hours=2)) -> list[SourceSync]:
+    """Any source's sync attempts still 'running' long after any import could take: the process was killed."""
+    return list(
+        SourceSync.objects.filter(
+            status=SourceSync.Status.RUNNING, started_at__lt=timezone.now() - older_than
+        )
+    )
 
 
 def _jobs_needing_attention(now) -> dict:

@@ -1,21 +1,18 @@
 """Sources of benchmark data, each a folder of one shape (docs/sources.md says how to add one).
 
-A source is a package `registry/sources/<name>/` whose `__init__.py` defines `SOURCE`, a
-`SourcePlugin`. The shared code (load_bundled_data, source_counts, the pages) reads the plug-ins
-listed here and knows nothing of any one of them. No Django at import time: the harness, which
-runs without Django, imports from these packages too.
+A source is a package `registry/sources/<name>/` that is a Django app of its own (its `apps.py`,
+its `management/commands/`, its Celery `tasks.py`; no models) and whose `__init__.py` defines
+`SOURCE`, a `SourcePlugin`. The registered sources are the installed apps that define one, in
+INSTALLED_APPS order: adding a source is its folder and one line of settings. The shared code
+(load_bundled_data, source_counts, the pages) reads the plug-ins and knows nothing of any one of
+them. No Django at import time: the harness, which runs without Django, imports from these
+packages too.
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import import_module
 from pathlib import Path
-
-# One line per source, in load order (a later source may refer to an earlier one's workloads).
-REGISTERED = [
-    "registry.sources.liger",
-    "registry.sources.kernelbench",
-]
 
 
 @dataclass(frozen=True)
@@ -29,8 +26,6 @@ class SourcePlugin:
     provenance: Path  # SOURCE.md: where the data came from and how it was built
     # Why runs of this source compare with no other source's, in words (the compare page).
     comparability: str = ""
-    # Import commands this source adds (manage.py names), for docs and checks.
-    commands: tuple[str, ...] = field(default_factory=tuple)
     # The implementation the others are measured against on a kernel's page (registry/baselines.py),
     # "" for none.
     baseline_provider: str = ""
@@ -40,31 +35,61 @@ class SourcePlugin:
     # "module:function" taking (workload, operation_mode) and returning {bytes, flops, live_bytes,
     # dtype}, {reason}, or None for a workload not the source's: its speed-of-light count.
     work_counter: str = ""
+    # The source whose workloads the rerun app's jobs measure (Liger's, through the rerun harness,
+    # registry/reruns/harness/) names two functions here; "" for a source the jobs do not measure.
+    # "module:function" taking (job, software=, on_cpu=) and returning {"implementation": fields,
+    # "environment": fields}: the Implementation and Environment rows of the controlled run a job
+    # measured (registry/reruns/services/measured_run.py).
+    measured_fields: str = ""
+    # "module:function" taking no argument and loading the least of the shipped data that gives the
+    # jobs their targets (the sweep, on an empty registry), returning a summary.
+    rerun_targets_loader: str = ""
+
+    @property
+    def commands(self) -> tuple[str, ...]:
+        """The manage.py commands this source adds: the modules of its management/commands/."""
+        from django.core.management import find_commands
+
+        folder = Path(import_module(self.package).__file__).resolve().parent / "management"
+        return tuple(sorted(find_commands(str(folder))))
+
+    def fields_of_measured(self, job, *, software: dict, on_cpu: bool) -> dict:
+        return _named(self.measured_fields)(job, software=software, on_cpu=on_cpu)
+
+    def rerun_targets_load(self):
+        return _named(self.rerun_targets_loader)()
 
     def work_of(self, workload, operation_mode: str):
-        if not self.work_counter:
-            return None
-        module, _, function = self.work_counter.partition(":")
-        return getattr(import_module(module), function)(workload, operation_mode)
+        return _named(self.work_counter)(workload, operation_mode) if self.work_counter else None
 
     def kernels_matching(self, query: str):
-        if not self.kernel_search:
-            return None
-        module, _, function = self.kernel_search.partition(":")
-        return getattr(import_module(module), function)(query)
+        return _named(self.kernel_search)(query) if self.kernel_search else None
 
     def load_bundled(self, *, progress: Callable[[int], None] | None = None):
-        module, _, function = self.bundled_loader.partition(":")
-        return getattr(import_module(module), function)(progress=progress)
+        return _named(self.bundled_loader)(progress=progress)
 
 
 def plugins() -> list[SourcePlugin]:
-    """The registered sources, in load order; settings.KERNELINDEX_SOURCES replaces the list
-    (a test adds a toy source that way, without touching this file)."""
-    from django.conf import settings
+    """The registered sources, in load order (a later source may refer to an earlier one's
+    workloads): the installed apps whose package defines SOURCE, in INSTALLED_APPS order."""
+    from django.apps import apps
 
-    names = getattr(settings, "KERNELINDEX_SOURCES", REGISTERED)
-    return [import_module(name).SOURCE for name in names]
+    found = (getattr(config.module, "SOURCE", None) for config in apps.get_app_configs())
+    return [source for source in found if isinstance(source, SourcePlugin)]
+
+
+def rerun_plugin() -> SourcePlugin:
+    """The source whose workloads the rerun app's jobs measure (the one naming measured_fields)."""
+    found = [plugin for plugin in plugins() if plugin.measured_fields]
+    if len(found) != 1:
+        raise LookupError(f"one installed source must name measured_fields, not {len(found)}")
+    return found[0]
+
+
+def _named(target: str):
+    """The function a "module:function" field names."""
+    module, _, function = target.partition(":")
+    return getattr(import_module(module), function)
 
 
 def plugin_for(slug: str) -> SourcePlugin | None:

@@ -22,8 +22,9 @@ EXCEPTIONS = {
     ("registry.evidence", "registry.reruns.harness.timing"): (
         "the run page explains host-paced timing with the harness's own thresholds"
     ),
-    ("registry.evidence", "registry.reruns.harness.kernels"): (
-        "the run page flags a job whose upstream warm-up was missed, by the harness's kernel table"
+    ("registry.evidence", "registry.reruns.harness"): (
+        "the run page flags a job whose upstream warm-up was missed, by the harness's kernel table "
+        "(Liger's mapping, which the harness package gives)"
     ),
     ("registry.rank_status", "registry.reruns.judgement"): (
         "a rank against a controlled run uses the verdict's difference interval"

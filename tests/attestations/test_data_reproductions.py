@@ -25,6 +25,7 @@ from registry.reruns.kit.result import FORMAT, content_digest
 from registry.reruns.models import JobKind, RerunJob
 from registry.reruns.reproduce import run_spec, run_spec_digest
 from registry.sources.liger import catalog
+from registry.sources.liger.harness import KERNELS
 from registry.stats import medians as stats
 from tests.conftest import make_user
 from tests.faults.support import small_cpu_rows
@@ -340,9 +341,13 @@ class TestTheKit:
         sys.path.insert(0, str(root))
         try:
             from kernelindex_kit import VERSION
+            from kernelindex_kit.harness import kernels, spec
             from kernelindex_kit.harness.spec import gpu_slug
 
             assert VERSION == kit_version()
+            # Liger's mapping, kept in its folder, is shipped as the kit's harness/kernels.py and
+            # is what the kit's spec check reads.
+            assert set(kernels.KERNELS) == set(KERNELS) and spec.KERNELS is kernels.KERNELS
             for name in [*catalog.GPUS, "CPU"]:
                 assert gpu_slug(name) == slugify(name)
         finally:

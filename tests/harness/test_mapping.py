@@ -5,8 +5,7 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from registry.reruns.harness import gpu_slug, local_gpu_slug
-from registry.reruns.harness.kernels import refusal_reasons
+from registry.reruns.harness import gpu_slug, local_gpu_slug, refusal_reasons
 from registry.reruns.harness.spec import Refused, plan_for
 from registry.sources.liger import importer as liger
 from registry.sources.liger.services import BUNDLED_LIGER_CSV

@@ -52,7 +52,10 @@ def test_the_harness_states_the_importers_facts_it_needs_without_importing_the_i
     from registry.reruns.harness import spec
     from registry.sources.liger import catalog
 
-    assert set(spec.DTYPES) == set(catalog.DTYPES)
+    assert spec.DTYPES == catalog.DTYPES
     assert harness.LIGER_REPOSITORY == catalog.LIGER_REPOSITORY
+    # Of the sources, the harness imports Liger's mapping alone (a module of the standard library
+    # only, which the kit ships as harness/kernels.py), never the importer.
     for path in (ROOT / "registry" / "reruns" / "harness").glob("*.py"):
-        assert "registry.sources" not in path.read_text(encoding="utf-8"), path.name
+        text = path.read_text(encoding="utf-8").replace("registry.sources.liger.harness", "")
+        assert "registry.sources" not in text, path.name

@@ -8,7 +8,7 @@ from attestations.notifications import sync_failure_notify
 from registry.models import BenchmarkRun, SourceImport, SourceSync
 from registry.sources.liger import pypi as pypi_client
 from registry.sources.liger.sync import liger_sync
-from registry.tasks import sync_liger_task
+from registry.sources.liger.tasks import sync_liger_task
 from tests.ops.conftest import fixture_bytes, release_files
 
 MAIN_ROWS, CUTILE_ROWS, CUTEDSL_ROWS = 12, 10, 4

@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from registry.models import BenchmarkRun
 from registry.sources.liger.services import liger_import
-from registry.tasks import liger_import_task
+from registry.sources.liger.tasks import liger_import_task
 from tests.registry.csvdata import bundled_rows, write_csv
 from tests.site.test_api import CONTRACT_FIELDS
 

@@ -4,7 +4,7 @@ import pytest
 from django.urls import reverse
 
 from registry.models import BenchmarkRun
-from registry.reruns.harness.kernels import UNMAPPED
+from registry.reruns.harness import UNMAPPED
 from registry.sources.liger.services import BUNDLED_LIGER_CSV, liger_import
 
 pytestmark = pytest.mark.django_db

@@ -14,7 +14,6 @@ import subprocess
 import sys
 
 from registry.reruns.harness.job_result import ANSWER_FIELDS, JobResult
-from registry.reruns.harness.kernels import KERNELS
 from registry.reruns.harness.session import session_run
 from registry.reruns.harness.spec import Refused, gpu_slug, plan_for
 from registry.reruns.harness.timing import DEFAULT_SETTINGS, protocol_core
@@ -25,9 +24,24 @@ from registry.reruns.harness.upstream import (
     harness_ready,
 )
 
+# Which of liger-kernel's benchmark scripts measures which kernel is Liger's part, kept in its
+# folder (registry/sources/liger/harness.py): this harness runs Liger's scripts, so it imports it,
+# and the kit ships it as harness/kernels.py (registry/reruns/kit/build.py).
+from registry.sources.liger.harness import (
+    KERNELS,
+    UNMAPPED,
+    missed_upstream_warmup,
+    refusal_reasons,
+    upstream_warmup_for,
+)
+
 __all__ = [
     "KERNELS",
     "LIGER_KERNEL_VERSION",
+    "UNMAPPED",
+    "missed_upstream_warmup",
+    "refusal_reasons",
+    "upstream_warmup_for",
     "gpu_slug",
     "local_gpu",
     "local_gpu_slug",

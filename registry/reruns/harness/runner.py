@@ -296,7 +296,7 @@ def _fused_moe_autotune(module, config: dict) -> str:
     return f"_warmup_liger at T={base_t}, E={','.join(map(str, experts))}"
 
 
-# What a script's `__main__` runs before any benchmark (kernels.KernelMap.warmup): name -> a
+# What a script's `__main__` runs before any benchmark (registry/sources/liger/harness.py, KernelMap.warmup): name -> a
 # function of the script's module and the job's config that runs it and says what it ran.
 UPSTREAM_WARMUPS = {"fused_moe_autotune": _fused_moe_autotune}
 

@@ -2,11 +2,12 @@
 VAR_DIR/kit/ and served at /kit/.
 
 Nothing of the harness is copied into the repository twice: the sdist is assembled, at build
-time, from `registry/reruns/harness/*.py` (all but its Django-facing `__init__.py`), the
-statistics it uses and this folder's `cli.py`, `result.py` and `backend.py`. One import prefix is
+time, from `registry/reruns/harness/*.py` (all but its Django-facing `__init__.py`), Liger's
+harness mapping (`registry/sources/liger/harness.py`, shipped as `harness/kernels.py`), the
+statistics it uses and this folder's `cli.py`, `result.py` and `backend.py`. Import prefixes are
 renamed on the way in, as vendoring tools do (`registry.reruns.harness.` becomes
-`kernelindex_kit.harness.`); a build that leaves any import of registry, Django or the site in the kit
-fails, naming the file and line.
+`kernelindex_kit.harness.`, the mapping's module `kernelindex_kit.harness.kernels`); a build that
+leaves any import of registry, Django or the site in the kit fails, naming the file and line.
 
 The version says what the kit carries: `1.0+liger085.protocolv1.<source hash>` is the kit's
 release, the liger-kernel sdist its harness runs (0.8.5), the timing protocols' version
@@ -36,11 +37,12 @@ HERE = Path(__file__).resolve().parent
 HARNESS = HERE.parent / "harness"
 # The statistics the harness shares with the web side (registry/stats/), shipped as harness/stats.py.
 STATISTICS = HERE.parent.parent / "stats" / "medians.py"
+# Which upstream script measures which kernel: Liger's part, in its folder, shipped beside the rest.
+MAPPING = HERE.parent.parent / "sources" / "liger" / "harness.py"
 HARNESS_MODULES = (
     "upstream",
     "cpu_triton",
     "distributed",
-    "kernels",
     "runner",
     "session",
     "spec",
@@ -51,7 +53,10 @@ KIT_FILES = ("result.py", "cli.py", "backend.py")
 # transformers is pinned as the workers pin it (requirements-worker.txt), since the reference
 # implementations come from it and a later release may time differently.
 DEPENDENCIES = ("numpy>=1.26", "scipy>=1.11", "transformers==5.17.0", "nvidia-ml-py>=12.535")
-REWRITES = (("from registry.reruns.harness.", "from kernelindex_kit.harness."),)
+REWRITES = (
+    ("from registry.reruns.harness.", "from kernelindex_kit.harness."),
+    ("from registry.sources.liger.harness import", "from kernelindex_kit.harness.kernels import"),
+)
 FORBIDDEN = re.compile(
     r"^\s*(?:from|import)\s+(?:registry|django|rest_framework|kernelindex|attestations)\b", re.M
 )
@@ -100,6 +105,7 @@ def kit_build(*, dest: Path | None = None) -> Path:
 def _sources() -> list[Path]:
     return [
         *(HARNESS / f"{name}.py" for name in HARNESS_MODULES),
+        MAPPING,
         STATISTICS,
         *(HERE / n for n in KIT_FILES),
     ]
@@ -119,6 +125,7 @@ def _stamp(path: Path) -> tuple[int, int]:
 @functools.lru_cache(maxsize=4)
 def _assembled_from(stamps: tuple) -> tuple[str, dict[str, bytes]]:
     package = {f"harness/{name}.py": _vendored(HARNESS / f"{name}.py") for name in HARNESS_MODULES}
+    package["harness/kernels.py"] = _vendored(MAPPING)
     package["harness/stats.py"] = _vendored(STATISTICS)
     package["result.py"] = _vendored(HERE / "result.py")
     package["cli.py"] = _vendored(HERE / "cli.py")

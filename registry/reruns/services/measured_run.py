@@ -26,7 +26,7 @@ from registry.reruns.models import RerunJob
 from registry.reruns.services.worker import CPU_SLUG, job_device
 from registry.services.imports import groups_rerank
 from registry.services.run_keys import RUN_KEY_SOURCES, run_keys_fill
-from registry.sources.liger import importer as liger
+from registry.sources import rerun_plugin
 from registry.speed_of_light import measured_ceilings, sol_fields
 
 CONTROLLED_SOURCE = {
@@ -38,13 +38,7 @@ CONTROLLED_SOURCE = {
     "description": "Runs measured by KernelIndex's own workers: the upstream Liger-Kernel benchmark "
     "functions on exactly the recorded workload, with raw samples and the captured environment.",
 }
-# Which captured version is the revision of a provider's project.
-PROJECT_VERSIONS = {
-    "Liger-Kernel": "liger_kernel",
-    "Hugging Face Transformers": "transformers",
-    "PyTorch": "torch",
-    "PyTorch (torch.compile)": "torch",
-}
+# The software versions a worker captures that a controlled run's environment names.
 SOFTWARE_KEYS = ("driver", "cuda", "torch", "triton", "liger_kernel", "transformers", "python")
 
 
@@ -172,9 +166,8 @@ def measured_run_from_job(*, job: RerunJob) -> BenchmarkRun:
     """The `measured` run of a finished measure job: its specs and manifest built from what the
     worker measured and captured. Called by the recorder, inside its transaction."""
     source = controlled_source()
-    implementation = _implementation_fields(job)
+    implementation, environment = _implementation_and_environment(job)
     protocol = _protocol_fields(job)
-    environment = _environment_fields(job)
     run = _run_fields(job, protocol, environment)
     run["manifest"] = _manifest(job, run, source, implementation, protocol, environment)
     run["digest"] = digests.digest(run["manifest"])
@@ -189,15 +182,6 @@ def measured_run_from_job(*, job: RerunJob) -> BenchmarkRun:
     )
 
 
-def _implementation_fields(job: RerunJob) -> dict:
-    captured = job.environment
-    spec = liger.implementation_spec(
-        job.kernel.slug, job.provider, captured.get("liger_kernel") or "", job.workload.parameters
-    )
-    spec["revision"] = str(captured.get(PROJECT_VERSIONS.get(spec["project"], ""), "") or "")
-    return liger.implementation_fields(spec)
-
-
 def _protocol_fields(job: RerunJob) -> dict:
     # The registry's own description of the protocol, not the one the worker reported (that stays
     # on the job): the comparability family it names decides the run's comparison group.
@@ -206,21 +190,13 @@ def _protocol_fields(job: RerunJob) -> dict:
     return {**fields, "digest": digests.digest(spec)}
 
 
-def _environment_fields(job: RerunJob) -> dict:
+def _implementation_and_environment(job: RerunJob) -> tuple[dict, dict]:
+    # The jobs measure one source's workloads (Liger's, through its benchmark scripts): that
+    # source names its implementation and GPU, through the plug-in.
     captured = job.environment
     software = {key: str(captured[key]) for key in SOFTWARE_KEYS if captured.get(key)}
-    if job.gpu_slug == CPU_SLUG:
-        spec = {
-            "gpu": {"name": captured.get("gpu_name") or "CPU"},
-            "vendor": "",
-            "product": "CPU",
-            "formFactor": "",
-            "architecture": captured.get("machine", ""),
-            "software": software,
-        }
-    else:
-        spec = liger.environment_spec(captured.get("gpu_name") or job.gpu_slug, software=software)
-    return liger.environment_fields(spec, slug=job.gpu_slug)
+    fields = rerun_plugin().fields_of_measured(job, software=software, on_cpu=job.gpu_slug == CPU_SLUG)
+    return fields["implementation"], fields["environment"]
 
 
 def _run_fields(job: RerunJob, protocol: dict, environment: dict) -> dict:

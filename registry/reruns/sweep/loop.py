@@ -39,7 +39,7 @@ from registry.reruns.sweep.timeouts import (
     timeouts_write,
 )
 from registry.reruns.sweep.workers import JOB_TIMEOUT_S, Fleet
-from registry.sources.liger.services import BUNDLED_LIGER_CSV, liger_import
+from registry.sources import rerun_plugin
 
 FINISHED = (JobState.SUCCEEDED, JobState.DIVERGED, JobState.FAILED, JobState.CANCELLED)
 FINISH_GRACE_S = 30  # after the deadline, how long running jobs may take to finish
@@ -342,7 +342,7 @@ def _timeouts_flush(out: Path, gpu_slug: str, figures: Progress, log) -> None:
 
 def _registry_ready(out: Path, log) -> None:
     if not BenchmarkRun.objects.exists():
-        log(liger_import(path=BUNDLED_LIGER_CSV))
+        log(rerun_plugin().rerun_targets_load())
     if out.is_dir() and controlled.controlled_files(out):
         log(controlled.controlled_runs_load(path=out))
 

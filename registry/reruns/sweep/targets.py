@@ -9,8 +9,7 @@ from dataclasses import dataclass
 
 from registry.models import BenchmarkRun, Kernel, Workload
 from registry.reruns import controlled
-from registry.reruns.harness import KERNELS, protocol_for
-from registry.reruns.harness.kernels import missed_upstream_warmup, upstream_warmup_for
+from registry.reruns.harness import KERNELS, missed_upstream_warmup, protocol_for, upstream_warmup_for
 from registry.reruns.harness.spec import Refused, plan_for
 from registry.reruns.judgement import settle_reruns_left
 from registry.reruns.models import JobKind, RerunJob
@@ -129,7 +128,7 @@ def current_families(gpu_slug: str) -> set[str]:
 
 def _without_upstream_warmup(runs: list[BenchmarkRun]) -> set[int]:
     """Of `runs`, those measured before the harness ran their script's own warm-up
-    (harness.kernels.missed_upstream_warmup): measured with another autotuned config than
+    (harness.missed_upstream_warmup): measured with another autotuned config than
     upstream's, so neither judged against nor rerun by the sweep. In one query, none when no run
     needs a warm-up."""
     needing = [run for run in runs if upstream_warmup_for(run.kernel.slug, run.implementation.provider)]

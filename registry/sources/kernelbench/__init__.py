@@ -16,7 +16,6 @@ SOURCE = SourcePlugin(
     comparability="a mean over num_trials calls each timed with CUDA events, 3 warm-up calls, "
     "no L2 flush, rounded to three significant digits, of a KernelBench problem file's PyTorch "
     "reference",
-    commands=("import_kernelbench",),
     baseline_provider="eager",
     kernel_search="registry.sources.kernelbench.search:kernels_matching",
     work_counter="registry.sources.kernelbench.work:count",

@@ -462,6 +462,12 @@ def history_last_date(path: Path | str = BUNDLED_LIGER_HISTORY):
     return history.versions(path)[-1].date
 
 
+def newest_data_load() -> ImportSummary:
+    """The newest shipped CSV alone: the rerun jobs' targets, quicker than the whole history
+    (the sweep loads it into an empty registry, SourcePlugin.rerun_targets_loader)."""
+    return liger_import(path=BUNDLED_LIGER_CSV)
+
+
 def bundled_data_load(*, progress=None) -> dict[str, ImportSummary]:
     """Everything the project ships: the Liger data and its history (the controlled runs are
     loaded by load_bundled_data after it)."""

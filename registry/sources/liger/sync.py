@@ -8,7 +8,7 @@ failure is remembered, shown in the admin and mailed to the moderators after it 
 
 import logging
 import tempfile
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 
@@ -85,15 +85,6 @@ def sync_fail(*, sync: SourceSync, error: str) -> SourceSync:
 
 def sync_last() -> SourceSync | None:
     return SourceSync.objects.first()
-
-
-def syncs_stuck(*, older_than: timedelta = timedelta(hours=2)) -> list[SourceSync]:
-    """Attempts still 'running' long after any import could take: the process was killed."""
-    return list(
-        SourceSync.objects.filter(
-            status=SourceSync.Status.RUNNING, started_at__lt=timezone.now() - older_than
-        )
-    )
 
 
 def _release_already_imported(sync: SourceSync) -> bool:

@@ -1,5 +1,5 @@
 """A third source that exists only in the tests: a folder of the plug-in shape, registered through
-settings.KERNELINDEX_SOURCES, with no line of registry code touched (docs/sources.md)."""
+INSTALLED_APPS, with no line of registry code touched (docs/sources.md)."""
 
 from pathlib import Path
 

@@ -2,7 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from registry.models import SourceSync
 from registry.sources.liger.sync import liger_sync
-from registry.tasks import sync_liger_task
+from registry.sources.liger.tasks import sync_liger_task
 
 
 class Command(BaseCommand):

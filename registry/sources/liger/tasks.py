@@ -1,3 +1,7 @@
+"""Liger's Celery tasks, found by autodiscovery now that its folder is an installed app. They keep
+the names they had in registry/tasks.py (`registry.liger_import`, `registry.sync_liger`): a queued
+message and the beat schedule name a task by that."""
+
 from celery import shared_task
 
 from registry.sources.liger.services import liger_import

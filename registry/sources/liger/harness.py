@@ -1,7 +1,11 @@
-"""Which upstream benchmark function measures which kernel, and how a stored workload feeds it.
+"""Liger's harness mapping: which upstream benchmark function measures which kernel, and how a
+stored workload feeds it. The rerun harness (registry/reruns/harness/, which runs liger-kernel's
+benchmark scripts) reads it; the reproduction kit ships it as `harness/kernels.py`
+(registry/reruns/kit/build.py). Standard library only: no Django, nothing else of the site.
 
 Every entry was read off liger-kernel's benchmark scripts at the pinned version (see
-`upstream.LIGER_KERNEL_VERSION`). A kernel that is not here is refused, never guessed.
+`registry/reruns/harness/upstream.py`, LIGER_KERNEL_VERSION). A kernel that is not here is
+refused, never guessed.
 
 Upstream renamed configuration keys and changed what the swept `x` means in several scripts
 after the bundled data was recorded (e.g. rms_norm once swept the hidden size `H` over `M` rows;
@@ -57,7 +61,8 @@ class KernelMap:
     # through registry/reruns/harness/distributed.py (entry "distributed"), not SingleBenchmarkRunInput.
     world_size_key: str = ""
     # What the script's `__main__` runs before any benchmark and the harness must run too, for
-    # these providers: a name in runner.UPSTREAM_WARMUPS, which says how it calls upstream's code.
+    # these providers: a name in the harness's runner.UPSTREAM_WARMUPS, which says how it calls
+    # upstream's code.
     warmup: str = ""
     warmup_providers: frozenset[str] = frozenset()
 
