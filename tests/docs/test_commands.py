@@ -26,6 +26,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from http.cookiejar import CookieJar
@@ -352,7 +353,9 @@ class Walk:
 
 
 @pytest.fixture(scope="module")
-def walk(tmp_path_factory):
+def walk(tmp_path_factory, request):
+    if any(item.name == "test_the_pypi_blocks_build_their_wheelhouses" for item in request.session.items):
+        request.getfixturevalue("wheelhouses")  # started now, its downloads overlap the walk's set-up
     if not port_free(PORT):
         pytest.skip(f"port {PORT} is busy")
     walk = Walk(tmp_path_factory.mktemp("readme"))
@@ -534,16 +537,46 @@ def pypi_reachable() -> bool:
         return False
 
 
-def test_the_pypi_blocks_build_their_wheelhouses(tmp_path):
-    """Each wheelhouse in a fresh copy, with pip's cache in a temporary folder: nothing on this
-    machine outside tmp_path changes."""
+class Wheelhouses:
+    """The pypi blocks, run in file order in a fresh copy of their own, with pip's cache in a
+    temporary folder (nothing on this machine outside it changes), in a thread started by the README
+    walk's fixture where the PyPI test is to run too: the downloads (a minute or two, mostly waiting
+    on PyPI) overlap the walk's set-up rather than adding to it."""
+
+    def __init__(self, folder: Path):
+        self.folder, self.copy, self.skipped, self.error = folder, folder / "kernelindex", "", None
+        self.thread = threading.Thread(target=self._build, daemon=True)
+        self.thread.start()
+
+    def _build(self) -> None:
+        try:
+            if not pypi_reachable():
+                self.skipped = "PyPI does not answer"
+                return
+            fresh_copy(self.copy)
+            env = {**clean_env(), "PIP_CACHE_DIR": str(self.folder / "pip-cache")}
+            run_blocks(blocks_run_by("pypi"), self.copy, env, timeout=600)
+        except BaseException as exc:  # raised again in the test that reads it
+            self.error = exc
+
+    def wait(self) -> None:
+        self.thread.join(timeout=1200)
+        assert not self.thread.is_alive(), "the pypi blocks did not finish in 20 minutes"
+        if self.skipped:
+            pytest.skip(self.skipped)
+        if self.error is not None:
+            raise self.error
+
+
+@pytest.fixture(scope="module")
+def wheelhouses(tmp_path_factory):
+    return Wheelhouses(tmp_path_factory.mktemp("pypi"))
+
+
+def test_the_pypi_blocks_build_their_wheelhouses(wheelhouses):
     found = blocks_run_by("pypi")
     assert [block.path.name for block in found] == ["gpu-hosts.md", "reruns.md"]
-    if not pypi_reachable():
-        pytest.skip("PyPI does not answer")
-    copy = fresh_copy(tmp_path / "kernelindex")
-    env = {**clean_env(), "PIP_CACHE_DIR": str(tmp_path / "pip-cache")}
-    run_blocks(found, copy, env, timeout=600)
-    for folder in (copy / ".whl", copy / "var" / "wheelhouse"):
+    wheelhouses.wait()
+    for folder in (wheelhouses.copy / ".whl", wheelhouses.copy / "var" / "wheelhouse"):
         assert (folder / "liger_kernel-0.8.5.tar.gz").is_file(), folder
         assert any(folder.glob("Django-*.whl")) or any(folder.glob("django-*.whl")), folder
