@@ -7,7 +7,17 @@ Every fenced block of docs/*.md (docs/reports/ included) says what it is in its 
   HOSTS below. `dev` blocks run as written, in each file's order, in the fresh copy that the
   README walk serves (tests/docs/test_commands.py): on a CPU machine after the README's two
   commands, with the site's development database. Every other host is named for what the block
-  needs that such a machine lacks.
+  needs that such a machine lacks, and tests/docs/test_commands.py runs those blocks too, as
+  written and in file order, where this machine has it:
+  - `postgres`: in a fresh copy, on a database of the test's own (created, migrated and dropped by
+    the test) that `DATABASE_URL` names: the docs define that variable in prose and their blocks
+    read it from the environment rather than write a URL of their own;
+  - `pypi`: in a fresh copy, with pip's cache in a temporary folder;
+  - `gpu` and `prod`: on the walked copy, like `dev` blocks (the commands with a CPU path).
+- ```sh {host=NAME not-run="WHY"}: a block no test runs, and why: it needs a CUDA card, root,
+  systemd, server-wide roles, or it is a benchmark of many minutes. Its `manage.py` lines, and
+  its lines running a script of bench/ or scripts/ that has an argument parser, are still checked
+  by those parsers.
 
 A block with neither (a bare ``` or ```sh) is unclassified, and tests/docs/test_commands.py
 fails on it. README.md's own blocks are walked by that file's README tests instead.
@@ -20,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 FENCE = re.compile(r"^```([^`\n]*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
-INFO = re.compile(r"^(\w*)\s*(?:\{host=([\w-]+)\})?\s*$")
+INFO = re.compile(r'^(\w*)\s*(?:\{host=([\w-]+)(?:\s+not-run="([^"]*)")?\})?\s*$')
 SHELL = {"", "sh", "bash", "console", "shell"}
 INLINE = re.compile(r"`([^`\n]*manage\.py [^`\n]*)`")
 MANAGE = re.compile(r"python3?\s+manage\.py\s+([a-z_]+)(.*)")
@@ -57,6 +67,7 @@ class Block:
     host: str | None
     text: str
     classified: bool
+    not_run: str | None = None
 
     @property
     def where(self) -> str:
@@ -69,9 +80,10 @@ def blocks(path: Path) -> list[Block]:
     for match in FENCE.finditer(text):
         info = INFO.match(match.group(1).strip())
         language, host = (info.group(1), info.group(2)) if info else (match.group(1).strip(), None)
+        not_run = info.group(3) if info else None
         classified = bool(info) and (host in HOSTS if host else language == NOT_A_COMMAND)
         line = text.count("\n", 0, match.start()) + 1
-        found.append(Block(path, line, language, host, match.group(2), classified))
+        found.append(Block(path, line, language, host, match.group(2), classified, not_run))
     return found
 
 

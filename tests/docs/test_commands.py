@@ -8,7 +8,12 @@
   serves the site; the next steps' blocks run as written and exit 0; signing up prints the
   confirmation link in the run command's output, as the README says. Then, on the same copy and
   site, every `{host=dev}` block of docs/*.md runs as written, each file's blocks in order, and
-  exits 0. Last, SIGTERM to the run command stops its children, so the port is free again.
+  exits 0, and so does every `gpu` and `prod` block that says no `not-run` (a CPU path). Last,
+  SIGTERM to the run command stops its children, so the port is free again.
+- Every `{host=postgres}` block runs as written, in file order, in a fresh copy, on a database of
+  the test's own that `DATABASE_URL` names, and exits 0; every `{host=pypi}` block likewise, with
+  pip's cache in a temporary folder. A block no test runs says why in its fence (`not-run="..."`),
+  and a block a test runs holds no placeholder for the reader to replace.
 - The PostgreSQL section's `createdb` line creates a database that the `export` lines then reach.
 - The test command runs pytest with the arguments given.
 """
@@ -20,6 +25,8 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
 import urllib.request
 from http.cookiejar import CookieJar
@@ -34,6 +41,7 @@ from tests.docs.commands import (
     NOT_A_COMMAND,
     ROOT,
     Block,
+    arguments,
     block_lines,
     blocks,
     doc_files,
@@ -94,11 +102,23 @@ def every_block() -> list[Block]:
     return [block for path in docs_files() for block in blocks(path)]
 
 
-def dev_blocks_by_file() -> list:
+# Which test runs a block of each host that does not say `not-run`: the README walk's copy (a CPU
+# machine after the README's two commands), the PostgreSQL test below, or the PyPI test below.
+RUNS_ON = {"dev": "walk", "gpu": "walk", "prod": "walk", "postgres": "postgres", "pypi": "pypi"}
+# What a reader would have to replace or choose before pasting: <something>, [--optional ...].
+PLACEHOLDER = re.compile(r"<[\w .-]+>|\[--[\w-]+[^\]]*\]")
+
+
+def blocks_run_by(runner: str) -> list[Block]:
+    return [
+        block for block in every_block() if block.host and not block.not_run and RUNS_ON[block.host] == runner
+    ]
+
+
+def walked_blocks_by_file() -> list:
     by_file = {}
-    for block in every_block():
-        if block.host == "dev":
-            by_file.setdefault(block.path, []).append(block)
+    for block in blocks_run_by("walk"):
+        by_file.setdefault(block.path, []).append(block)
     return [pytest.param(found, id=str(path.relative_to(ROOT))) for path, found in by_file.items()]
 
 
@@ -111,6 +131,75 @@ def test_every_block_of_the_docs_says_where_it_runs():
         "a fenced block of docs/ needs ```text (no command) or ```sh {host=NAME}, NAME one of "
         f"{sorted(HOSTS)} (tests/docs/commands.py): {unclassified}"
     )
+
+
+def test_every_host_has_a_test_that_runs_its_blocks():
+    assert set(RUNS_ON) == set(HOSTS)
+
+
+def test_a_block_no_test_runs_says_why_and_a_block_a_test_runs_holds_no_placeholder():
+    for block in every_block():
+        if block.host is None:
+            continue
+        if block.not_run is not None:
+            assert block.host != "dev" and len(block.not_run.split()) >= 2, (
+                f"{block.where}: {block.not_run!r}"
+            )
+            continue
+        for line in block_lines(block):
+            assert not PLACEHOLDER.search(line), f"{block.where}: {line}"
+
+
+SCRIPT_LINE = re.compile(r"(?:^|\s)\S*python3?\s+((?:bench|scripts)/[\w/.-]+\.py)(.*)")
+# Runs a script up to its argument parser and stops there: 0 where the arguments parse.
+PARSE_ONLY = """
+import argparse, runpy, sys
+parse = argparse.ArgumentParser.parse_args
+def parse_and_stop(self, *args, **kwargs):
+    parse(self, *args, **kwargs)
+    raise SystemExit(0)
+argparse.ArgumentParser.parse_args = parse_and_stop
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+raise SystemExit(3)  # finished without parsing its arguments
+"""
+
+
+def script_lines_of_blocks_no_test_runs() -> list:
+    found = []
+    for block in every_block():
+        for line in block_lines(block) if block.not_run else []:
+            match = SCRIPT_LINE.search(line)
+            if match and "argparse" in (ROOT / match.group(1)).read_text():
+                found.append(
+                    pytest.param(match.group(1), arguments(match.group(2)), id=f"{block.where}: {line[:60]}")
+                )
+    return found
+
+
+@pytest.mark.parametrize(("script", "args"), script_lines_of_blocks_no_test_runs())
+def test_the_scripts_in_blocks_no_test_runs_accept_their_arguments(script, args):
+    """A benchmark too long to run here still has its arguments checked by its own parser."""
+    done = subprocess.run(
+        [sys.executable, "-c", PARSE_ONLY, script, *args],
+        cwd=ROOT,
+        env={**os.environ, "DEBUG": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, f"{script} {args}: {done.stderr[-2000:]}"
+
+
+def test_a_wrong_script_argument_is_caught_by_that_check():
+    done = subprocess.run(
+        [sys.executable, "-c", PARSE_ONLY, "bench/run.py", "--no-such-flag"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "no-such-flag" in done.stderr
 
 
 def test_a_block_marked_text_holds_no_command():
@@ -137,6 +226,14 @@ def test_an_unmarked_block_is_unclassified(tmp_path):
     assert [block.classified for block in blocks(page)] == [False, False]
     page.write_text("```sh {host=dev}\nls\n```\n\n```text\noutput\n```\n")
     assert [(b.host, b.classified) for b in blocks(page)] == [("dev", True), (None, True)]
+    page.write_text('```sh {host=gpu not-run="a CUDA card"}\nnvidia-smi\n```\n')
+    assert [(b.host, b.classified, b.not_run) for b in blocks(page)] == [("gpu", True, "a CUDA card")]
+
+
+def test_a_placeholder_is_caught_by_that_check():
+    for line in ("backup.py restore var/backups/<file>.dump", "prod.py up [--gpu cpu]"):
+        assert PLACEHOLDER.search(line), line
+    assert not PLACEHOLDER.search('restore "$(ls -t var/backups/*.dump | head -n 1)" --create')
 
 
 def fresh_copy(destination: Path) -> Path:
@@ -256,7 +353,9 @@ class Walk:
 
 
 @pytest.fixture(scope="module")
-def walk(tmp_path_factory):
+def walk(tmp_path_factory, request):
+    if any(item.name == "test_the_pypi_blocks_build_their_wheelhouses" for item in request.session.items):
+        request.getfixturevalue("wheelhouses")  # started now, its downloads overlap the walk's set-up
     if not port_free(PORT):
         pytest.skip(f"port {PORT} is busy")
     walk = Walk(tmp_path_factory.mktemp("readme"))
@@ -281,10 +380,11 @@ def test_the_readme_walked_on_a_fresh_copy(walk):
     assert "/accounts/confirm-email/" in walk.log_path.read_text()
 
 
-@pytest.mark.parametrize("found", dev_blocks_by_file())
+@pytest.mark.parametrize("found", walked_blocks_by_file())
 def test_the_dev_blocks_of_the_docs_run_on_the_walked_copy(walk, found):
     """After the README's next steps (its administrator exists), on the same copy and site, so
-    a block that writes writes into that copy and its development database only."""
+    a block that writes writes into that copy and its development database only. The `gpu` and
+    `prod` blocks that need no CUDA card, root or systemd run here too (their CPU path)."""
     for block in found:
         done = walk.run(block.text)
         assert done.returncode == 0, (
@@ -358,3 +458,125 @@ def test_the_test_command_runs_pytest_with_the_arguments_given(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert re.search(r"\d+ passed", done.stdout)
     assert (copy / "node_modules" / "axe-core" / "axe.min.js").exists() or shutil.which("npm") is None
+
+
+def run_blocks(found: list[Block], copy: Path, env: dict, timeout: int) -> None:
+    """Each block as a reader pastes it into one shell in the copy, in order; each exits 0."""
+    for block in found:
+        done = subprocess.run(
+            ["bash", "-e", "-o", "pipefail", "-c", block.text],
+            cwd=copy,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        assert done.returncode == 0, (
+            f"{block.where}\n{block.text}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+        )
+
+
+DOCS_DATABASE = f"ki_docs_blocks_{os.getpid()}"
+PROD_PORT = 8000  # docs/deploy.md's `prod.py up --port 8000`
+
+
+@pytest.mark.skipif(shutil.which("createdb") is None, reason="no PostgreSQL client here")
+def test_the_postgres_blocks_run_on_a_database_of_their_own(tmp_path):
+    """In file order: backup.md's dump and restore (into the database's name with `_restored`),
+    deploy.md's `prod.py up`, `status` and `down`, then `moderator_add alice` with the settings
+    `up` wrote. Before them the test creates the database, migrates it and signs `alice` up; the
+    broker keys get a prefix of their own, so the started worker takes no other test's messages."""
+    found = blocks_run_by("postgres")
+    assert [block.path.name for block in found] == ["backup.md", "backup.md", "deploy.md", "deploy.md"]
+    if psql("postgres", "select 1").returncode != 0:
+        pytest.skip("no PostgreSQL server on 127.0.0.1:5432")
+    if not port_free(PROD_PORT):
+        pytest.skip(f"port {PROD_PORT} is busy")
+    copy = fresh_copy(tmp_path / "kernelindex")
+    env = {
+        **clean_env(),
+        "DATABASE_URL": f"{PG}/{DOCS_DATABASE}",
+        "CELERY_BROKER_KEY_PREFIX": f"{DOCS_DATABASE}:",
+    }
+    databases = (DOCS_DATABASE, f"{DOCS_DATABASE}_restored")
+    for name in databases:
+        psql("postgres", f"drop database if exists {name} with (force)")
+    try:
+        set_up = "\n".join(
+            [
+                f"createdb -h 127.0.0.1 -U postgres {DOCS_DATABASE}",
+                "export DEBUG=1",
+                ".venv/bin/python manage.py migrate --noinput -v 0",
+                '.venv/bin/python manage.py shell -c "from django.contrib.auth.models import User; '
+                "User.objects.create_user('alice', 'alice@example.org', 'a-long-password-42!')\"",
+            ]
+        )
+        done = subprocess.run(["bash", "-e", "-c", set_up], cwd=copy, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout + done.stderr
+        run_blocks(found, copy, env, timeout=300)
+        assert psql(f"{DOCS_DATABASE}_restored", "select count(*) from auth_user").stdout.strip() == "1"
+        moderators = "select count(*) from auth_user_groups g join auth_user u on u.id = g.user_id where u.username = 'alice'"
+        assert psql(DOCS_DATABASE, moderators).stdout.strip() == "1"
+    finally:
+        subprocess.run(
+            [".venv/bin/python", "scripts/prod.py", "down"],
+            cwd=copy,
+            env=env,
+            capture_output=True,
+            timeout=120,
+        )
+        for name in databases:
+            psql("postgres", f"drop database if exists {name} with (force)")
+
+
+def pypi_reachable() -> bool:
+    try:
+        with urllib.request.urlopen("https://pypi.org/simple/pip/", timeout=10) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+class Wheelhouses:
+    """The pypi blocks, run in file order in a fresh copy of their own, with pip's cache in a
+    temporary folder (nothing on this machine outside it changes), in a thread started by the README
+    walk's fixture where the PyPI test is to run too: the downloads (a minute or two, mostly waiting
+    on PyPI) overlap the walk's set-up rather than adding to it."""
+
+    def __init__(self, folder: Path):
+        self.folder, self.copy, self.skipped, self.error = folder, folder / "kernelindex", "", None
+        self.thread = threading.Thread(target=self._build, daemon=True)
+        self.thread.start()
+
+    def _build(self) -> None:
+        try:
+            if not pypi_reachable():
+                self.skipped = "PyPI does not answer"
+                return
+            fresh_copy(self.copy)
+            env = {**clean_env(), "PIP_CACHE_DIR": str(self.folder / "pip-cache")}
+            run_blocks(blocks_run_by("pypi"), self.copy, env, timeout=600)
+        except BaseException as exc:  # raised again in the test that reads it
+            self.error = exc
+
+    def wait(self) -> None:
+        self.thread.join(timeout=1200)
+        assert not self.thread.is_alive(), "the pypi blocks did not finish in 20 minutes"
+        if self.skipped:
+            pytest.skip(self.skipped)
+        if self.error is not None:
+            raise self.error
+
+
+@pytest.fixture(scope="module")
+def wheelhouses(tmp_path_factory):
+    return Wheelhouses(tmp_path_factory.mktemp("pypi"))
+
+
+def test_the_pypi_blocks_build_their_wheelhouses(wheelhouses):
+    found = blocks_run_by("pypi")
+    assert [block.path.name for block in found] == ["gpu-hosts.md", "reruns.md"]
+    wheelhouses.wait()
+    for folder in (wheelhouses.copy / ".whl", wheelhouses.copy / "var" / "wheelhouse"):
+        assert (folder / "liger_kernel-0.8.5.tar.gz").is_file(), folder
+        assert any(folder.glob("Django-*.whl")) or any(folder.glob("django-*.whl")), folder
