@@ -606,10 +606,15 @@ def speed_of_light_report(runs=None) -> dict:
         return {"count": len(values), "median": float(median), "p5": float(p5), "p95": float(p95)}
 
     implausible = runs.filter(implausible=True).order_by("kernel__slug", "gpu_product", "external_id")
+    # Countable: a formula here, or a source's own counter that counted one of its runs.
+    counted_by_source = set(
+        runs.filter(speed_of_light__countable=True).values_list("kernel__slug", flat=True).distinct()
+    )
+    countable = [s for s in slugs if s in WORK or s in counted_by_source]
     return {
         "kernels": len(slugs),
-        "countable": [s for s in slugs if s in WORK],
-        "uncounted": {s: UNCOUNTED.get(s, "no formula") for s in slugs if s not in WORK},
+        "countable": countable,
+        "uncounted": {s: UNCOUNTED.get(s, "no formula") for s in slugs if s not in set(countable)},
         "not_counted": sorted(
             {
                 (kernel, mode, sol.get("reason", ""))

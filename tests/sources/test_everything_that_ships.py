@@ -111,6 +111,16 @@ class TestReadmeCounts:
         assert sum(int(line.split("|")[4].replace(",", "")) for line in printed[2:]) == current
 
 
+class TestSpeedOfLightReport:
+    def test_the_dated_report_is_what_the_command_prints(self, shipped):
+        """docs/reports/2026-12-06-speed-of-light.md: the command's whole output on what ships."""
+        out = StringIO()
+        call_command("speed_of_light_report", stdout=out)
+        report = (ROOT / "docs" / "reports" / "2026-12-06-speed-of-light.md").read_text(encoding="utf-8")
+        block = re.search(r"```text\n(.*?)```", report, re.S)
+        assert block[1] == out.getvalue()
+
+
 class TestVerifyRegistry:
     def test_every_run_of_every_source_verifies(self, shipped):
         out = StringIO()
