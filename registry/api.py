@@ -8,7 +8,6 @@ import json
 
 from django.db.models import Count, OuterRef, Prefetch, Subquery
 from django.http import HttpResponse
-from django.urls import reverse
 from django.utils.cache import get_conditional_response
 from django.utils.http import http_date
 from django_filters import rest_framework as filters
@@ -20,7 +19,7 @@ from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from registry import digests, evidence, exports, fleet, run_page, selectors
+from registry import digests, evidence, exports, run_page, selectors
 from registry.cache import CachedReadMixin
 from registry.filters import MAX_VALUE_LENGTH, RunFilter
 from registry.models import (
@@ -338,42 +337,3 @@ class RunExportJSONLines(_ExportView):
     )
     def get(self, request):
         return exports.jsonl_response(self.runs(request))
-
-
-class FleetAPI(APIView):
-    """KernelIndex's physical cards (UUID prefix), each with its jobs and its offset from the
-    fleet per verdict class: the median over the class's workloads of its median against the
-    other cards' (a relative difference), its distribution-free 95% interval (null ends: too few
-    workloads for one) and the number of workloads it rests on. Offsets are never applied."""
-
-    @extend_schema(
-        summary="KernelIndex's cards and their offsets",
-        responses={(200, "application/json"): OpenApiTypes.OBJECT},
-    )
-    def get(self, request):
-        cards = fleet.fleet()
-        return Response(
-            {
-                "cards": [
-                    {
-                        "card": card.prefix,
-                        "gpu": card.gpu,
-                        "measure_jobs": card.measure_jobs,
-                        "rerun_jobs": card.rerun_jobs,
-                        "url": reverse("registry:fleet-card", args=[card.prefix]),
-                        "offsets": [
-                            {
-                                "verdict_class": o.key,
-                                "class_words": o.words,
-                                "offset": o.offset,
-                                "low": o.low,
-                                "high": o.high,
-                                "workloads": o.workloads,
-                            }
-                            for o in card.offsets
-                        ],
-                    }
-                    for card in cards.values()
-                ]
-            }
-        )

@@ -16,6 +16,5 @@ router.register("changes", change_pages.ChangeViewSet, basename="change")
 urlpatterns = [
     path("export/runs.csv", api.RunExportCSV.as_view(), name="export-csv"),
     path("export/runs.jsonl", api.RunExportJSONLines.as_view(), name="export-jsonl"),
-    path("fleet/", api.FleetAPI.as_view(), name="fleet-api"),
     *router.urls,
 ]

@@ -20,20 +20,6 @@ class DigestConverter:
 register_converter(DigestConverter, "digest")
 
 
-class CardConverter:
-    """A physical card's UUID prefix, as the fleet page names it: `GPU-` and eight hex digits."""
-
-    regex = "GPU-[0-9a-f]{8}"
-
-    def to_python(self, value):
-        return value
-
-    def to_url(self, value):
-        return value
-
-
-register_converter(CardConverter, "card")
-
 # Public pages are served from the page cache to anonymous visitors (registry/cache.py); the
 # citation downloads are not (each prints today's access date and is rarely asked twice).
 app_name = "registry"
@@ -65,8 +51,6 @@ urlpatterns = [
     path("sources/<slug:slug>/", cached_page(views.source_detail), name="source-detail"),
     path("search/", cached_page(views.search, statuses=(200, 302)), name="search"),
     path("glossary/", cached_page(views.glossary), name="glossary"),
-    path("fleet/", cached_page(views.fleet_list), name="fleet"),
-    path("fleet/<card:prefix>/", cached_page(views.fleet_card), name="fleet-card"),
     path("changes/", cached_page(change_pages.change_list), name="change-list"),
     path("changes/regressions.atom", require_safe(change_pages.RegressionFeed()), name="change-feed"),
 ]

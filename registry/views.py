@@ -15,7 +15,6 @@ from registry import (
     charts,
     citations,
     evidence,
-    fleet,
     rank_status,
     run_page,
     sampleplot,
@@ -338,17 +337,3 @@ def search(request):
 @require_safe
 def glossary(request):
     return render(request, "registry/glossary.html", {"entries": glossary_entries()})
-
-
-@require_safe
-def fleet_list(request):
-    """KernelIndex's physical cards and each one's offset from the fleet per class."""
-    return render(request, "registry/fleet.html", {"cards": list(fleet.fleet().values())})
-
-
-@require_safe
-def fleet_card(request, prefix):
-    card = fleet.fleet(with_jobs=True).get(prefix)
-    if card is None:
-        raise Http404("KernelIndex has no card with this UUID prefix.")
-    return render(request, "registry/fleet_card.html", {"card": card})

@@ -1,6 +1,7 @@
 """The jobs API: controlled rerun and measure jobs, read-only."""
 
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from django_filters import rest_framework as filters
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
@@ -10,6 +11,7 @@ from rest_framework.views import APIView
 
 from registry.filters import StrictBooleanFilter, WholeNumberFilter
 from registry.models import BenchmarkRun
+from registry.reruns import fleet
 from registry.reruns.models import RerunJob
 from registry.reruns.reproduce import run_spec_document
 from registry.serializers import JobEvidenceFields
@@ -73,3 +75,42 @@ class RunSpecView(APIView):
             pk=pk,
         )
         return Response(run_spec_document(run, base_url=request.build_absolute_uri("/")))
+
+
+class FleetAPI(APIView):
+    """KernelIndex's physical cards (UUID prefix), each with its jobs and its offset from the
+    fleet per verdict class: the median over the class's workloads of its median against the
+    other cards' (a relative difference), its distribution-free 95% interval (null ends: too few
+    workloads for one) and the number of workloads it rests on. Offsets are never applied."""
+
+    @extend_schema(
+        summary="KernelIndex's cards and their offsets",
+        responses={(200, "application/json"): OpenApiTypes.OBJECT},
+    )
+    def get(self, request):
+        cards = fleet.fleet()
+        return Response(
+            {
+                "cards": [
+                    {
+                        "card": card.prefix,
+                        "gpu": card.gpu,
+                        "measure_jobs": card.measure_jobs,
+                        "rerun_jobs": card.rerun_jobs,
+                        "url": reverse("jobs:fleet-card", args=[card.prefix]),
+                        "offsets": [
+                            {
+                                "verdict_class": o.key,
+                                "class_words": o.words,
+                                "offset": o.offset,
+                                "low": o.low,
+                                "high": o.high,
+                                "workloads": o.workloads,
+                            }
+                            for o in card.offsets
+                        ],
+                    }
+                    for card in cards.values()
+                ]
+            }
+        )

@@ -1,9 +1,12 @@
-"""Pages for controlled jobs: a list and one page per job, which refreshes while it is live."""
+"""Pages for controlled jobs: a list and one page per job, which refreshes while it is live; the
+fleet of physical cards that ran them, and one page per card."""
 
 from django.core.paginator import Paginator
+from django.http import Http404
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_safe
 
+from registry.reruns import fleet
 from registry.reruns.models import JobState, RerunJob
 
 REFRESH_SECONDS = 5
@@ -29,3 +32,17 @@ def job_detail(request, pk):
         # The browser reloads the page until the job finishes: live state without JavaScript.
         response["Refresh"] = str(REFRESH_SECONDS)
     return response
+
+
+@require_safe
+def fleet_list(request):
+    """KernelIndex's physical cards and each one's offset from the fleet per class."""
+    return render(request, "registry/fleet.html", {"cards": list(fleet.fleet().values())})
+
+
+@require_safe
+def fleet_card(request, prefix):
+    card = fleet.fleet(with_jobs=True).get(prefix)
+    if card is None:
+        raise Http404("KernelIndex has no card with this UUID prefix.")
+    return render(request, "registry/fleet_card.html", {"card": card})

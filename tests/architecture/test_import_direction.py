@@ -29,11 +29,6 @@ EXCEPTIONS = {
     ("registry.rank_status", "registry.reruns.judgement"): (
         "a rank against a controlled run uses the verdict's difference interval"
     ),
-    ("registry.fleet", "registry.reruns.models"): (
-        "the fleet page is all jobs (each card's reruns and offsets); it belongs in the rerun app and "
-        "moves there once the verdict-model work settles"
-    ),
-    ("registry.fleet", "registry.reruns.judgement"): "the fleet page: the protocol the verdict model judges",
     ("registry.filters", "registry.reruns.models"): (
         "the runs API filters runs by their reruns' verdict class (a subquery on the jobs)"
     ),

@@ -166,9 +166,9 @@ class TestFleet:
         assert offset["offset"] == pytest.approx(0.01, abs=1e-6) and offset["workloads"] == 1
         assert cards[CARDS[0][:12]]["measure_jobs"] == 2
 
-        page = client.get(reverse("registry:fleet"))
+        page = client.get(reverse("jobs:fleet"))
         assert page.status_code == 200 and CARDS[4][:12] in page.content.decode()
-        detail = client.get(reverse("registry:fleet-card", args=[CARDS[4][:12]]))
+        detail = client.get(reverse("jobs:fleet-card", args=[CARDS[4][:12]]))
         assert detail.status_code == 200 and "0.1–1 ms ops below the power cap" in detail.content.decode()
         assert client.get("/fleet/GPU-00000000/").status_code == 404
         assert client.get("/fleet/not-a-card/").status_code == 404

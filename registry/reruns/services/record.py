@@ -18,14 +18,14 @@ from registry.cache import generation_bump
 from registry.models import BenchmarkRun, EvidenceLevel, Verdict
 from registry.reruns.harness.job_result import JobResult
 from registry.reruns.judgement import SAMPLES_LIMIT, judgement_note, run_judgement
-from registry.reruns.models import JobKind, JobState, RerunJob
+from registry.reruns.models import JobKind, JobState, RerunJob, raises_level
 from registry.reruns.services.measured_ceilings import (
     CeilingRejected,
     ceiling_fields,
     measured_ceiling_create,
 )
 from registry.reruns.services.measured_run import CONTROLLED_SOURCE, measured_run_from_job
-from registry.reruns.services.worker import LOG_LIMIT, bounded_log
+from registry.reruns.services.worker import CPU_SLUG, LOG_LIMIT, bounded_log
 from registry.services.changes import changes_detect
 from registry.stats import medians
 
@@ -211,10 +211,14 @@ def run_level_settle(*, run: BenchmarkRun, reason: str, judged: RerunJob | None 
     `judged`: a rerun of `run` judged in this transaction and not yet saved, counted as judged."""
     from attestations.models import AuditEntry
 
+    # The three fields the rule reads, not the rows: a run's agreeing reruns carry their samples.
     reruns = RerunJob.objects.filter(run=run, kind=JobKind.RERUN, verdict=Verdict.AGREES)
     if judged is not None:
-        reruns = [*reruns.exclude(pk=judged.pk), judged]
-    if any(rerun.raises_level for rerun in reruns):
+        reruns = reruns.exclude(pk=judged.pk)
+    stored = reruns.values_list("verdict", "sampling", "gpu_slug")
+    if judged is not None:
+        stored = [*stored, (judged.verdict, judged.sampling, judged.gpu_slug)]
+    if any(raises_level(verdict, sampling, on_gpu=gpu != CPU_SLUG) for verdict, sampling, gpu in stored):
         level = EvidenceLevel.REPRODUCED
     elif run.source.slug == CONTROLLED_SOURCE["slug"]:
         level = EvidenceLevel.MEASURED
