@@ -59,9 +59,10 @@ def registry_counts() -> dict:
     return runs
 
 
-def kernels_overview() -> list[dict]:
+def kernels_overview(most_runs: int | None = None) -> list[dict]:
     """Every kernel with its run count, its runs at each evidence level (the same query: one
-    filtered count per level), its implementations and the GPUs it was measured on."""
+    filtered count per level), its implementations and the GPUs it was measured on; or only the
+    `most_runs` kernels with the most runs (the home page's), most first."""
     levels = {
         f"level_{level}": Count("runs", filter=Q(runs__evidence_level=level))
         for level in EvidenceLevel.values
@@ -93,6 +94,8 @@ def kernels_overview() -> list[dict]:
     )
     for kernel_id, provider in providers:
         kernels[kernel_id]["implementations"].append(provider)
+    if most_runs is not None:
+        return sorted(kernels.values(), key=lambda row: (-row["runs"], row["kernel"].name))[:most_runs]
     return list(kernels.values())
 
 

@@ -9,7 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from registry import charts, selectors
+from registry import charts, selectors, views
 from registry.models import BenchmarkRun, EvidenceLevel, Kernel
 from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_load
 from registry.reruns.models import RerunJob
@@ -470,6 +470,25 @@ class TestHomeCoverage:
                 assert re.sub(r"<[^>]+>", "", cell) == str(expected), (kernel.slug, level)
                 if expected:
                     assert f"?evidence_level={level}" in cell
+
+    def test_the_home_page_lists_the_kernels_with_the_most_runs_and_links_to_all(
+        self, client, import_rows, monkeypatch
+    ):
+        import_rows(liger_rows(kernels=("geglu", "swiglu"), xs=(1024, 2048, 4096), modes=("forward",)))
+        import_rows(liger_rows(kernels=("rms_norm",), xs=(1024,), modes=("forward",)))
+        monkeypatch.setattr(views, "HOME_KERNELS", 2)
+
+        html = client.get(reverse("registry:home")).content.decode()
+
+        listed = re.findall(r'<tr data-kernel="([^"]+)"', html)
+        assert sorted(listed) == ["geglu", "swiglu"]
+        assert f'href="{reverse("registry:kernel-list")}">all 3 kernels</a>' in html
+        everything = client.get(reverse("registry:kernel-list")).content.decode()
+        assert sorted(re.findall(r"<td><code>([^<]+)</code></td>", everything)) == [
+            "geglu",
+            "rms_norm",
+            "swiglu",
+        ]
 
 
 @pytest.mark.django_db
