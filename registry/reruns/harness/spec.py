@@ -8,27 +8,18 @@ import math
 import re
 import unicodedata
 
-from registry.sources.liger.harness import CPU_PROVIDERS, KERNELS, UNMAPPED, Unmappable, upstream_warmup_for
+from registry.sources.liger.harness import (  # the torch dtype names a spec may name: DTYPES
+    CPU_PROVIDERS,
+    DTYPES,
+    KERNELS,
+    UNMAPPED,
+    Unmappable,
+    upstream_warmup_for,
+)
 
 MODES = ("forward", "backward", "full")
 METRICS = ("latency", "memory")
 DEVICES = ("cpu", "cuda")
-# The torch dtype names a spec may name, with the workloads' short names for them: those the
-# Liger importer knows (registry/sources/liger/catalog.py; tests/harness/test_no_django.py keeps
-# the two equal). Stated here, so that the harness, which the kit ships, imports nothing of the
-# importer; the worker reads the short names from here too.
-DTYPES = {
-    "torch.bfloat16": "bf16",
-    "torch.float16": "fp16",
-    "torch.half": "fp16",
-    "torch.float32": "fp32",
-    "torch.float": "fp32",
-    "torch.float64": "fp64",
-    "torch.float8_e4m3fn": "fp8e4m3",
-    "torch.float8_e5m2": "fp8e5m2",
-    "torch.int64": "int64",
-    "torch.int32": "int32",
-}
 NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 MAX_CONFIG_KEYS = 32
 MAX_NUMBER = 2**40

@@ -5,6 +5,8 @@ whose benchmark scripts define them plainly. A kernel missing from TENSORS is im
 parameters only; its page says the shapes were not published, rather than guessing them.
 """
 
+from registry.sources.liger.harness import DTYPES  # noqa: F401 - the importer's table of torch dtypes
+
 LIGER_REPOSITORY = "https://github.com/linkedin/Liger-Kernel"
 
 KERNEL_NAMES = {
@@ -68,18 +70,6 @@ GPUS = {
     "NVIDIA GeForce RTX 4090": ("NVIDIA", "NVIDIA GeForce RTX 4090", "PCIe card", "sm_89"),
 }
 
-DTYPES = {
-    "torch.bfloat16": "bf16",
-    "torch.float16": "fp16",
-    "torch.half": "fp16",
-    "torch.float32": "fp32",
-    "torch.float": "fp32",
-    "torch.float64": "fp64",
-    "torch.float8_e4m3fn": "fp8e4m3",
-    "torch.float8_e5m2": "fp8e5m2",
-    "torch.int64": "int64",
-    "torch.int32": "int32",
-}
 
 # Short names for the workload id and summary; one rule for every kernel.
 PARAMETER_ALIASES = {

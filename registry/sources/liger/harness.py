@@ -17,6 +17,21 @@ says how; where it does not, the workload is refused with the reason.
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+# The torch dtype names a spec may name, with the workloads' short names for them: stated here,
+# in the module the kit ships, so that the harness and the importer (catalog.py) share one table.
+DTYPES = {
+    "torch.bfloat16": "bf16",
+    "torch.float16": "fp16",
+    "torch.half": "fp16",
+    "torch.float32": "fp32",
+    "torch.float": "fp32",
+    "torch.float64": "fp64",
+    "torch.float8_e4m3fn": "fp8e4m3",
+    "torch.float8_e5m2": "fp8e5m2",
+    "torch.int64": "int64",
+    "torch.int32": "int32",
+}
+
 # Providers that are plain PyTorch in the upstream scripts: the only ones that run on a CPU.
 CPU_PROVIDERS = frozenset({"huggingface", "torch"})
 
