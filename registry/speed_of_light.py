@@ -614,7 +614,9 @@ def speed_of_light_report(runs=None) -> dict:
     return {
         "kernels": len(slugs),
         "countable": countable,
-        "uncounted": {s: UNCOUNTED.get(s, "no formula") for s in slugs if s not in set(countable)},
+        "uncounted": {
+            s: UNCOUNTED.get(s, "no formula") for s in slugs if s not in WORK and s not in counted_by_source
+        },
         "not_counted": sorted(
             {
                 (kernel, mode, sol.get("reason", ""))
