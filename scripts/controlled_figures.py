@@ -39,6 +39,10 @@ BANDS = (("10 ms or more", 10), ("1-10 ms", 1), ("0.1-1 ms", 0.1), ("25-100 us",
 # A slow job: longer than SLOW_S and SLOW_TIMES times its kernel and metric's median job.
 SLOW_S, SLOW_TIMES = 8, 3
 FOLDER = ROOT / "registry" / "data" / "controlled-runs"
+# Another reading of the cap, tried against the model's: a limit named and the SM clock then below
+# 1,950 MHz, 98.5% of the H200's top clock (1,980 MHz, the reading of nearly every shipped job
+# without a limit named): the cap slowing the card.
+SLOWED_BELOW_MHZ = 1950
 
 
 def _load_timing():
@@ -360,6 +364,7 @@ def verdict_figures(folder: Path, write_model: Path | None = None) -> dict:
             f"agree {figures[f'shift {shift:.0%} agree']:.1%}, disagree {figures[f'shift {shift:.0%} disagree']:.1%}"
         )
     _misses(figures, model, cross, long_enough)
+    _cap_by_clock(figures, folder)
     bound = [row for row in rows if row.host_bound]
     figures["host-bound reruns"] = len(bound)
     print(
@@ -409,6 +414,44 @@ def _misses(figures: dict, model, cross: list, long_enough: list) -> None:
         f"{figures['shift 5% agrees at the cap']} of the {figures['shift 5% agrees']} that agree shifted by +5%; "
         f"{figures['repeat reruns']} repeat reruns; with a 90% interval {figures['90% agree']:.1%} agree, "
         f"{figures['90% shift 5% agree']:.1%} shifted by +5%"
+    )
+
+
+def _capped_and_slowed(state: dict) -> bool:
+    after = (state if isinstance(state, dict) else {}).get("after") or {}
+    return verdict_model.power_capped(state) and (after.get("sm_clock_mhz") or 0) < SLOWED_BELOW_MHZ
+
+
+def _cap_by_clock(figures: dict, folder: Path) -> None:
+    """The model refitted with a pair at the cap only where a limit named after the timing came
+    with a clock below SLOWED_BELOW_MHZ: the readings that name a limit at the top clock set
+    apart (docs/protocol.md's paragraph under the table)."""
+    readings = [
+        (job.get("gpu_state") or {}).get("after") or {}
+        for entry in shipped.entries(folder)
+        if entry["protocol"]["comparability_family"] == shipped.LATENCY_FAMILY
+        for job in entry["jobs"]
+    ]
+    named = [r for r in readings if verdict_model.POWER_LIMITS & set(r.get("reasons") or [])]
+    figures["cap named"] = len(named)
+    figures["cap named at the top clock"] = sum(
+        (r.get("sm_clock_mhz") or 0) >= SLOWED_BELOW_MHZ for r in named
+    )
+    rows = [row for row in shipped.reruns(folder, capped=_capped_and_slowed) if not row.host_bound]
+    model = verdict_model.fit(
+        [row.pair for row in shipped.reruns(folder, capped=_capped_and_slowed)], gpu=GPU
+    )
+    cross = [row.pair for row in rows if not row.pair.same_card]
+    long_enough = [p for p in cross if p.old.median >= 0.1]
+    figures["slowed agree"] = verdict_model.verdicts(model, cross).count("agrees") / len(cross)
+    figures["slowed shift 5% agree"] = verdict_model.verdicts(model, long_enough, shift=0.05).count(
+        "agrees"
+    ) / len(long_enough)
+    print(
+        f"the cap read as slowing the card (a limit named below {SLOWED_BELOW_MHZ:,} MHz): "
+        f"{figures['cap named at the top clock']} of the {figures['cap named']} readings that name a limit "
+        f"are at the top clock; {figures['slowed agree']:.1%} agree, "
+        f"{figures['slowed shift 5% agree']:.1%} agree shifted by +5%"
     )
 
 

@@ -29,9 +29,12 @@ def entries(folder: Path):
         yield from json.loads(gzip.decompress(path.read_bytes()))["runs"]
 
 
-def job_class(entry: dict, measure: dict, rerun: dict | None) -> tuple[str, str]:
+def job_class(
+    entry: dict, measure: dict, rerun: dict | None, *, capped=verdict_model.power_capped
+) -> tuple[str, str]:
     """(class key, why host-bound or "") of a rerun against its measurement (rerun None: the
-    measurement's own class). Either side at the cap or host-bound puts the pair there."""
+    measurement's own class). Either side at the cap or host-bound puts the pair there. `capped`
+    reads a job's GPU state (another reading of the cap, for comparison: controlled_figures)."""
     run = entry["run"]
     jobs = [measure] + ([rerun] if rerun else [])
     kinds = [
@@ -45,16 +48,16 @@ def job_class(entry: dict, measure: dict, rerun: dict | None) -> tuple[str, str]
         for job in jobs
     ]
     kind, why = verdict_model.pair_host_bound(kinds)
-    capped = any(verdict_model.power_capped(job.get("gpu_state") or {}) for job in jobs)
+    at_cap = any(capped(job.get("gpu_state") or {}) for job in jobs)
     key = verdict_model.class_key(
-        metric=run["metric"], median_ms=run["median"], capped=capped, host_bound=kind
+        metric=run["metric"], median_ms=run["median"], capped=at_cap, host_bound=kind
     )
     return key, why
 
 
-def reruns(folder: Path) -> list[Rerun]:
+def reruns(folder: Path, *, capped=verdict_model.power_capped) -> list[Rerun]:
     """Every judged rerun with four samples or more of a current cuda-v1 latency run that has its
-    measure job (runs of older protocols are judged under their own)."""
+    measure job (runs of older protocols are judged under their own); `capped` as in job_class."""
     out = []
     for entry in entries(folder):
         run = entry["run"]
@@ -73,7 +76,7 @@ def reruns(folder: Path) -> list[Rerun]:
         for job in entry["jobs"]:
             if job["kind"] != "rerun" or not job.get("verdict") or len(job["samples"]) < 4:
                 continue
-            key, why = job_class(entry, measure, job)
+            key, why = job_class(entry, measure, job, capped=capped)
             cards = (measure.get("gpu_uuid") or "", job.get("gpu_uuid") or "")
             pair = verdict_model.Pair(
                 kernel=target[0],
