@@ -2,6 +2,7 @@
 on the default queue, started from this process's environment with the sweep's own time limit."""
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -9,6 +10,9 @@ import time
 from pathlib import Path
 
 from django.conf import settings
+
+from registry.reruns.harness import local_gpus
+from registry.reruns.services import signing, worker_key_register
 
 MULTICAST_OFF = {
     "NCCL_NVLS_ENABLE": "0",
@@ -38,6 +42,27 @@ def _time_limits(job_timeout_s: float) -> dict:
     return {"JOB_HARNESS_TIMEOUT": str(job_timeout_s), "CELERY_VISIBILITY_TIMEOUT": str(visibility)}
 
 
+def worker_identity(*, gpu_slug: str, gpus: int, folder: Path) -> dict:
+    """The environment naming the fleet's GPU workers and their key: none where this process's
+    environment names them (WORKER_NAME, WORKER_KEY_FILE), else a key made here, in `folder`, and
+    registered for this GPU model and the host's cards (the sweep runs the whole pipeline on its
+    host, so it stands where the operator running `manage.py worker_key` would; docs/deploy.md).
+    Without it a worker refuses every job it claims: it has nothing to sign its reports with."""
+    if settings.WORKER_NAME and settings.WORKER_KEY_FILE:
+        return {}
+    cards = [] if gpu_slug == "cpu" else [uuid for _, uuid in local_gpus()[:gpus] if uuid]
+    name = f"sweep-{gpu_slug}-{secrets.token_hex(4)}"
+    folder.mkdir(parents=True, exist_ok=True)
+    key = folder / f"{name}.key"
+    pem, public = signing.private_key_generate()
+    with os.fdopen(os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as handle:
+        handle.write(pem)
+    worker_key_register(
+        name=name, gpu_slug=gpu_slug, public_key=public, cards=cards, note="controlled_sweep's own workers"
+    )
+    return {"WORKER_NAME": name, "WORKER_KEY_FILE": str(key)}
+
+
 class Fleet:
     """One Celery worker per GPU (CUDA_VISIBLE_DEVICES), all consuming the model's queue, and
     one CPU worker on the default queue that records results."""
@@ -47,6 +72,7 @@ class Fleet:
         base = [sys.executable, "-m", "celery", "-A", "kernelindex", "worker", "--prefetch-multiplier", "1"]
         root = Path(settings.BASE_DIR)
         common = {**os.environ, **MULTICAST_OFF, **_time_limits(job_timeout_s)}
+        common.update(worker_identity(gpu_slug=gpu_slug, gpus=gpus, folder=Path(settings.VAR_DIR) / "keys"))
         for index in range(gpus):
             env = dict(common)
             if gpu_slug != "cpu":
