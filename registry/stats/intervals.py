@@ -21,6 +21,10 @@ from registry.stats.medians import (
 
 CONFIDENCE = 0.95
 BLOCKS = 10
+# The spread of a job's stretch medians read robustly (the normal-consistent median absolute
+# deviation) where it has at least this many stretches; its degrees of freedom are the sample
+# variance's times the MAD's efficiency at the normal (about 37%).
+ROBUST_MIN_STRETCHES, MAD_EFFICIENCY = 8, 0.37
 
 
 @dataclass(frozen=True)
@@ -73,21 +77,38 @@ def block_medians(samples, blocks: int = BLOCKS) -> np.ndarray:
 def median_estimate(samples, blocks: int = BLOCKS, *, block_ids=None) -> MedianEstimate:
     """The job's median and the between-block variance of it (batch means on the log scale).
     `block_ids` (each sample's block, as the harness records them since it samples in
-    independent blocks) gives the blocks themselves when there are two or more; otherwise the
-    samples are cut into `blocks` consecutive stretches."""
+    independent blocks) gives the blocks themselves when there are two or more; their sample
+    variance is the spread. Otherwise the samples are cut into `blocks` consecutive stretches of
+    one process, and their spread is read robustly (stretch_spread): a stall or a burst of
+    host-paced calls in one stretch moves that stretch's median far and the job's median hardly
+    at all, and the sample variance of ten stretch medians would take the one for the other."""
     values = np.asarray(samples, dtype=float)
     if values.size < 4 or not np.all(values > 0) or not np.all(np.isfinite(values)):
         raise ValueError("a median estimate needs four or more positive, finite samples")
     groups = _recorded_blocks(values, block_ids)
-    medians = np.array([np.median(group) for group in groups]) if groups else block_medians(values, blocks)
-    logs = np.log(medians)
-    count = logs.size
+    if groups:
+        logs = np.log([np.median(group) for group in groups])
+        variance, df = float(np.var(logs, ddof=1)), float(logs.size - 1)
+    else:
+        logs = np.log(block_medians(values, blocks))
+        variance, df = stretch_spread(logs)
     return MedianEstimate(
-        log_median=float(np.log(np.median(values))),
-        variance=float(np.var(logs, ddof=1) / count),
-        df=float(count - 1),
-        blocks=count,
+        log_median=float(np.log(np.median(values))), variance=variance / logs.size, df=df, blocks=logs.size
     )
+
+
+def stretch_spread(logs: np.ndarray) -> tuple[float, float]:
+    """(variance, df) of one stretch median (log scale). With ROBUST_MIN_STRETCHES or more: the
+    square of the normal-consistent median absolute deviation (scipy), on MAD_EFFICIENCY of the
+    sample variance's df; the sample variance where that deviation is zero (more than half the
+    stretch medians equal, as a coarse timer gives) or the stretches are fewer."""
+    sample = (float(np.var(logs, ddof=1)), float(logs.size - 1))
+    if logs.size < ROBUST_MIN_STRETCHES:
+        return sample
+    deviation = float(stats.median_abs_deviation(logs, scale="normal"))
+    if deviation <= 0:
+        return sample
+    return deviation**2, MAD_EFFICIENCY * (logs.size - 1)
 
 
 def _recorded_blocks(values: np.ndarray, block_ids) -> list[np.ndarray] | None:

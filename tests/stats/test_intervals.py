@@ -18,12 +18,37 @@ def job(rng, *, level: float, drift_sd: float = 0.01, noise_sd: float = 0.005, c
 class TestMedianEstimate:
     def test_the_variance_is_read_between_blocks_not_between_calls(self):
         rng = np.random.default_rng(1)
-        samples = job(rng, level=1.0)
-        estimate = intervals.median_estimate(samples)
-        naive = np.var(np.log(samples), ddof=1) / samples.size
-        assert estimate.blocks == 10 and estimate.df == 9
-        assert estimate.variance > 3 * naive  # neighbouring calls move together
+        ratios = []
+        for _ in range(20):
+            samples = job(rng, level=1.0)
+            estimate = intervals.median_estimate(samples)
+            ratios.append(estimate.variance / (np.var(np.log(samples), ddof=1) / samples.size))
+        assert estimate.blocks == 10 and estimate.df == pytest.approx(intervals.MAD_EFFICIENCY * 9)
+        assert np.median(ratios) > 3  # neighbouring calls move together
         assert estimate.median == pytest.approx(float(np.median(samples)))
+
+    def test_one_stalled_stretch_moves_neither_the_median_nor_its_spread_much(self):
+        # Ten stretches of one process, the seventh stalled at three times the pace: the job's
+        # median hardly moves, so neither may the spread of it (the sample variance of the ten
+        # stretch medians grows about 900-fold).
+        rng = np.random.default_rng(3)
+        clean = job(rng, level=1.0)
+        stalled = clean.copy()
+        stalled[24:28] *= 3.0
+        calm, hit = intervals.median_estimate(clean), intervals.median_estimate(stalled)
+        assert hit.median == pytest.approx(calm.median, rel=0.01)
+        assert hit.variance < 2 * calm.variance
+        logs = np.log(intervals.block_medians(stalled))
+        assert np.var(logs, ddof=1) / logs.size > 100 * hit.variance
+
+    def test_a_coarse_timer_falls_back_to_the_sample_variance(self):
+        # More than half the stretch medians equal: the median absolute deviation is zero, and a
+        # zero spread would make any difference certain.
+        samples = [1.0] * 24 + [1.05] * 16
+        estimate = intervals.median_estimate(samples)
+        logs = np.log(intervals.block_medians(samples))
+        assert estimate.variance == pytest.approx(np.var(logs, ddof=1) / logs.size) and estimate.variance > 0
+        assert estimate.df == logs.size - 1
 
     def test_recorded_blocks_are_used_when_the_harness_kept_them(self):
         samples = [1.0, 1.01, 0.99, 1.1, 1.11, 1.09, 1.2, 1.21, 1.19]
