@@ -1,0 +1,77 @@
+"""A measurement quoted in docs prose that no test can compute again (a benchmark's timing, a GPU
+host's log) names the committed file that holds it: a `<!-- figures: PATH[, PATH] -->` line before
+the paragraph or table, and every figure of that paragraph or table is a number that file holds.
+A figure changed in the prose, or a file measured again, fails here until the two agree
+(STYLE.md, "README and docs")."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.docs.commands import ROOT
+
+CITATION = re.compile(r"^<!-- figures: (?P<paths>[^>]+?) -->\n(?P<scope>.*?)(?:\n\n|\Z)", re.M | re.S)
+
+# What reads as a number but is no measured figure: code spans, dates and times, cards' and commits'
+# ids, section numbers, "k = 1, 2, …", powers and ordinals.
+NOT_FIGURES = re.compile(
+    r"`[^`]*`"
+    r"|\d{4}-\d{2}-\d{2}(?:T[\d:.]+Z?)?"
+    r"|GPU-[0-9a-f]+"
+    r"|\bcommit [0-9a-f]{7,}\b|\b[0-9a-f]{7,40}\^?(?=[ ,)])"
+    r"|\bsections? \d+(?:\s*(?:and|,)\s*\d+)*"
+    r"|\b(?:issue|item|run|runs) \d+\b"
+    r"|\d+(?:st|nd|rd|th)\b"
+    r"|\b\d+³"
+)
+FIGURE = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?")
+
+
+def number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def figures_of(text: str) -> list[str]:
+    return FIGURE.findall(NOT_FIGURES.sub(" ", text))
+
+
+def numbers_in(paths: list[Path]) -> set[float]:
+    held = set()
+    for path in paths:
+        held |= {number(found) for found in FIGURE.findall(path.read_text(encoding="utf-8"))}
+    return held
+
+
+def citations() -> list[tuple[str, list[str], str]]:
+    found = []
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for match in CITATION.finditer(doc.read_text(encoding="utf-8")):
+            paths = [path.strip() for path in match["paths"].split(",")]
+            found.append((doc.name, paths, match["scope"]))
+    return found
+
+
+@pytest.mark.parametrize(
+    "doc, paths, scope", citations(), ids=lambda value: value[:40] if isinstance(value, str) else None
+)
+def test_every_cited_figure_is_in_the_file_it_cites(doc, paths, scope):
+    files = [ROOT / path for path in paths]
+    assert all(path.is_file() for path in files), f"{doc} cites a file that is not there: {paths}"
+    held = numbers_in(files)
+    missing = [figure for figure in figures_of(scope) if number(figure) not in held]
+    assert not missing, f"{doc}: {missing} are not in {paths}:\n{scope[:300]}"
+
+
+def test_the_checker_finds_a_figure_the_file_does_not_hold(tmp_path):
+    log = tmp_path / "log.md"
+    log.write_text("measured 568 targets in 839 s\n")
+    assert [
+        f
+        for f in figures_of("568 targets in 840 s on GPU-e0878895 (2026-12-04)")
+        if number(f) not in numbers_in([log])
+    ] == ["840"]
+
+
+def test_the_docs_cite_files(tmp_path):
+    assert len(citations()) >= 5
