@@ -75,3 +75,54 @@ def test_the_checker_finds_a_figure_the_file_does_not_hold(tmp_path):
 
 def test_the_docs_cite_files(tmp_path):
     assert len(citations()) >= 5
+
+
+# docs/performance.md, "Where the goals stand": each lettered column is one run's log.
+GOAL_RUNS = {
+    "A": "run-bundled-1M-before-vacuum.log",
+    "B": "run-bundled-1M-pages-after-vacuum.log",
+    "D": "run-bundled-1M-D-quiet-fresh-build.log",
+    "E": "run-bundled-1M-E-redis-client.log",
+}
+
+
+def log_table(name: str, heading: str, column: str) -> dict[str, str]:
+    """One column of a table of a bench log, by page ("run page, cache off" for "run page (cache off)")."""
+    text = (ROOT / "bench" / "results" / name).read_text(encoding="utf-8")
+    lines = text[text.index(heading) :].split("\n\n", 2)[1].splitlines()
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    at = header.index(column)
+    cells = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[2:]]
+    return {row[0].replace(" (cache off)", ", cache off"): row[at] for row in cells}
+
+
+def doc_table(marker: str) -> tuple[list[str], dict[str, list[str]]]:
+    text = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    lines = text[text.index(f"<!-- {marker}:") :].split("\n\n", 1)[0].splitlines()[1:]
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")][1:]
+    rows = {}
+    for line in lines[2:]:
+        page, *cells = (cell.strip().strip("*") for cell in line.strip("|").split("|"))
+        rows[page] = cells
+    return header, rows
+
+
+def test_the_goals_pages_table_is_each_runs_log():
+    header, rows = doc_table("goals-pages")
+    for at, title in enumerate(header):
+        name = GOAL_RUNS[title[0]]
+        share = log_table(name, "### 1. Pages", "% of floor rps")
+        floor = log_table(name, "### 1. Pages", "rps")["floor"]
+        assert f"floor {floor}" in title, (title, floor)
+        assert {page: cells[at] for page, cells in rows.items()} == {page: share[page] for page in rows}, (
+            title
+        )
+
+
+def test_the_goals_scale_table_is_each_runs_log():
+    header, rows = doc_table("goals-scale")
+    for at, title in enumerate(header):
+        ratio = log_table(GOAL_RUNS[title[0]], "### 2. Scale", "1M vs bundled")
+        assert {page: cells[at] for page, cells in rows.items()} == {page: ratio[page] for page in rows}, (
+            title
+        )
