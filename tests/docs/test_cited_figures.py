@@ -14,7 +14,7 @@ from tests.docs.commands import ROOT
 CITATION = re.compile(r"^<!-- figures: (?P<paths>[^>]+?) -->\n(?P<scope>.*?)(?:\n\n|\Z)", re.M | re.S)
 
 # What reads as a number but is no measured figure: code spans, dates and times, cards' and commits'
-# ids, section numbers, "k = 1, 2, …", powers and ordinals.
+# ids, section and RFC numbers, powers and ordinals, a machine's cores, and a goal ("goal: 5×, met").
 NOT_FIGURES = re.compile(
     r"`[^`]*`"
     r"|\d{4}-\d{2}-\d{2}(?:T[\d:.]+Z?)?"
@@ -24,6 +24,8 @@ NOT_FIGURES = re.compile(
     r"|\b(?:issue|item|run|runs) \d+\b"
     r"|\d+(?:st|nd|rd|th)\b"
     r"|\b\d+³"
+    r"|\b\d+ cores\b|\bRFC \d+"
+    r"|\b[Gg]oal\b[^;)]*"
 )
 FIGURE = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?")
 
