@@ -37,3 +37,16 @@ def test_the_reruns_doc_gives_the_shipped_timeouts_file():
         f"each killed at {ran.pop()} s on {others[0]['gpu_uuid'][:12]} ({others[0]['started_at'][:10]})"
         in text
     )
+
+
+def test_the_performance_doc_describes_the_synthetic_registry_bench_generate_builds():
+    """docs/performance.md, "The synthetic registry": its counts are bench/generate.py's."""
+    from bench import generate
+
+    _, bases = generate._bases()
+    text = prose("performance.md")
+    assert f"The bundled rows are reduced to {len(bases)} distinct benchmarks" in text
+    assert f"then repeated on {len(generate.GPUS)} GPUs" in text
+    versions = generate.VERSIONS
+    assert f"under {len(versions)} Liger versions ({versions[0]} … {versions[-1]}:" in text
+    assert f"`liger.parse_file` on {generate.CHUNK:,}-row chunks" in text
