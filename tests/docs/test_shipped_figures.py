@@ -1,6 +1,8 @@
 """Figures in docs prose counted from files the repository ships, read again from those files."""
 
 import csv
+import json
+import re
 
 from tests.docs.commands import ROOT
 
@@ -50,3 +52,47 @@ def test_the_performance_doc_describes_the_synthetic_registry_bench_generate_bui
     versions = generate.VERSIONS
     assert f"under {len(versions)} Liger versions ({versions[0]} … {versions[-1]}:" in text
     assert f"`liger.parse_file` on {generate.CHUNK:,}-row chunks" in text
+
+
+def test_the_speed_of_light_doc_gives_the_reports_implausible_runs():
+    """docs/speed-of-light.md quotes the dated report (itself checked equal to the command's output
+    on everything that ships): how many runs are implausible and how far below their floor."""
+    report = (ROOT / "docs" / "reports" / "2026-12-06-speed-of-light.md").read_text(encoding="utf-8")
+    found = re.findall(r": ([\d.]+) MB \((\d+)% of its memory floor\)", report)
+    ratios = [int(percent) / 100 for _, percent in found]
+    text = prose("speed-of-light.md")
+    assert f"The {len(found)} implausible runs are all peak-memory runs" in text
+    assert f"whose peaks are {min(ratios):.0f} to {max(ratios):.0f} times below the input alone" in text
+    relu = re.findall(
+        r"relu_squared/full-memory/liger/\S+: ([\d.]+) MB \((\d+)% of its memory floor\)", report
+    )
+    peak, _ = max(relu, key=lambda found: int(found[1]))  # the one furthest below its floor
+    assert f'relu_squared\'s liger peak reads {float(peak):.4f} "MB"' in text
+
+
+def test_the_speed_of_light_doc_gives_the_shipped_h200_ceilings():
+    shipped = json.loads((ROOT / "registry" / "data" / "ceilings" / "nvidia-h200.json").read_text())
+    datasheet = json.loads((ROOT / "registry" / "data" / "gpu-ceilings.json").read_text())
+    h200 = next(entry for key, entry in _products(datasheet) if key == "nvidia-h200")
+    copy, gemm = shipped["memory_bandwidth"], shipped["bf16_dense"]
+    copy_sheet, gemm_sheet = h200["memory_bandwidth"]["value"], h200["dense_tflops"]["bf16"]["value"]
+    by_n = gemm["median_by_n"]
+    text = prose("speed-of-light.md")
+    assert (
+        f"copy **{copy['median']:,.0f} GB/s** (95% interval {copy['ci95'][0]:,.0f}–{copy['ci95'][1]:,.0f}; "
+        f"{copy['median'] / copy_sheet:.0%} of the datasheet's {copy_sheet:,}) and bf16 GEMM "
+        f"**{gemm['median']:.0f} TFLOP/s** at {shipped['sizes']['gemm_n']}³ ({gemm['ci95'][0]:.0f}–"
+        f"{gemm['ci95'][1]:.0f}; {gemm['median'] / gemm_sheet:.0%} of {gemm_sheet}; 8192³ gave {by_n['8192']:.0f} "
+        f"and 16384³ {by_n['16384']:.0f} on that card)" in text
+    )
+    assert f"`registry/data/ceilings/nvidia-h200.json` ({shipped['measured_at'][:10]}, torch 2.11" in text
+
+
+def _products(datasheet: dict):
+    """The datasheet file's products by slug, wherever the file nests them."""
+    for key, value in datasheet.items():
+        if isinstance(value, dict):
+            if "memory_bandwidth" in value:
+                yield key, value
+            else:
+                yield from _products(value)
