@@ -4,6 +4,7 @@ the paragraph or table, and every figure of that paragraph or table is a number 
 A figure changed in the prose, or a file measured again, fails here until the two agree
 (STYLE.md, "README and docs")."""
 
+import json
 import re
 from pathlib import Path
 
@@ -128,3 +129,65 @@ def test_the_goals_scale_table_is_each_runs_log():
         assert {page: cells[at] for page, cells in rows.items()} == {page: ratio[page] for page in rows}, (
             title
         )
+
+
+# docs/performance.md, "Steady under sustained load": each run's column is its bench/sustained.py file.
+SUSTAINED_PAGES = {
+    "home": "home, anonymous",
+    "search": "search, anonymous",
+    "run page": "run page, anonymous",
+    "kernel page": "kernel page, anonymous",
+    "largest kernel page": "largest kernel page, anonymous",
+    "compare page": "compare page, anonymous",
+    "changes page": "changes page, anonymous",
+    "API run list": "api runs?kernel=, anonymous",
+    "run page, contributor": "run page, contributor",
+    "run page, moderator": "run page, moderator",
+}
+
+
+def sustained_column(result: dict) -> dict[str, str]:
+    """What the doc's table says of one run, row by row, as its results file gives it."""
+    load, wrk = result["load"], result["load_wrk"]
+    anonymous, moderator = wrk["anonymous pages (-c6)"], wrk["moderator run pages (-c2)"]
+    before = {row["page"]: row for row in result["rows"]}
+    after = {row["page"]: row for row in result["after"]}
+    column = {
+        "seconds counted / without a served request": (
+            f"{load['seconds counted']} / **{load['seconds with no request served']}**"
+        ),
+        "fewest and median served in a second": (
+            f"{load['fewest served in a second']}, {load['median served a second']}"
+        ),
+        "requests (anonymous, moderator), errors, worker boots": (
+            f"{anonymous['requests']:,} + {moderator['requests']:,}, "
+            f"{anonymous['errors'] + moderator['errors']}, {load['worker boots']}"
+        ),
+        "p99 under the load (anonymous, moderator)": (
+            f"{anonymous['p99_ms']:.0f} ms, {moderator['p99_ms']:.0f} ms"
+        ),
+        "floor, requests a second (before, after)": (
+            f"{before['floor']['rps']:,.0f}, {after['floor']['rps']:,.0f}"
+        ),
+    }
+    for label, page in SUSTAINED_PAGES.items():
+        column[label] = f"{before[page]['% of floor rps']:.1f}%, {after[page]['% of floor rps']:.1f}%"
+    return column
+
+
+def test_the_sustained_load_table_is_each_runs_results_file():
+    text = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    start = text.index("| | run 1 (")
+    lines = text[start : text.index("\n\n", start)].splitlines()
+    rows = {}
+    for line in lines[2:]:
+        label, *cells = (cell.strip() for cell in line.strip("|").split("|"))
+        rows[re.sub(r" \((?:goal \d+%|\d+ kB)\)$", "", label)] = cells
+    files = [re.search(r"`bench/results/([\w-]+)\.\*`", cell)[1] for cell in rows.pop("files")]
+    assert files
+    for at, name in enumerate(files):
+        result = json.loads((ROOT / "bench" / "results" / f"{name}.json").read_text())
+        expected = sustained_column(result)
+        assert {label: cells[at] for label, cells in rows.items()} == expected, name
+        kilobytes = round(result["largest_kernel_page"]["bytes"] / 1000)
+        assert f"| largest kernel page ({kilobytes} kB) |" in text

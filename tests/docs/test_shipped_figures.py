@@ -96,3 +96,15 @@ def _products(datasheet: dict):
                 yield key, value
             else:
                 yield from _products(value)
+
+
+def test_the_readme_names_the_cards_of_kernelbenchs_report():
+    """The README's "six H100 and two H200 cards" are the dated report's count of cards by model."""
+    report = (ROOT / "docs" / "reports" / "2026-12-06-h200-h100-kernelbench.md").read_text(encoding="utf-8")
+    h100, h200 = re.search(
+        r"on \d+ cards \(NVIDIA H100 80GB HBM3: (\d+), NVIDIA H200: (\d+)\)", report
+    ).groups()
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert (
+        f"KernelBench's on {WORDS[int(h100)]} H100 and {WORDS[int(h200)]} H200 cards on 2026-12-06" in readme
+    )
