@@ -1,12 +1,14 @@
 """A measurement quoted in docs prose that no test can compute again (a benchmark's timing, a GPU
 host's log) names the committed file that holds it: a `<!-- figures: PATH[, PATH] -->` line before
 the paragraph or table, and every figure of that paragraph or table is a number that file holds.
+`PATH@COMMIT` names the file as that commit holds it: a benchmark's results file that a later run
+of the same benchmark replaced (git must hold the commit).
 A figure changed in the prose, or a file measured again, fails here until the two agree
 (STYLE.md, "README and docs")."""
 
 import json
 import re
-from pathlib import Path
+import subprocess
 
 import pytest
 
@@ -39,10 +41,20 @@ def figures_of(text: str) -> list[str]:
     return FIGURE.findall(NOT_FIGURES.sub(" ", text))
 
 
-def numbers_in(paths: list[Path]) -> set[float]:
+def text_of(cited: str) -> str:
+    """A cited file's text: the working tree's, or a commit's for `PATH@COMMIT`."""
+    path, _, commit = cited.partition("@")
+    if not commit:
+        return (ROOT / path).read_text(encoding="utf-8")
+    shown = subprocess.run(["git", "show", f"{commit}:{path}"], cwd=ROOT, capture_output=True, text=True)
+    assert shown.returncode == 0, f"git holds no {path} at {commit}: {shown.stderr.strip()}"
+    return shown.stdout
+
+
+def numbers_in(texts: list[str]) -> set[float]:
     held = set()
-    for path in paths:
-        held |= {number(found) for found in FIGURE.findall(path.read_text(encoding="utf-8"))}
+    for text in texts:
+        held |= {number(found) for found in FIGURE.findall(text)}
     return held
 
 
@@ -59,24 +71,26 @@ def citations() -> list[tuple[str, list[str], str]]:
     "doc, paths, scope", citations(), ids=lambda value: value[:40] if isinstance(value, str) else None
 )
 def test_every_cited_figure_is_in_the_file_it_cites(doc, paths, scope):
-    files = [ROOT / path for path in paths]
-    assert all(path.is_file() for path in files), f"{doc} cites a file that is not there: {paths}"
-    held = numbers_in(files)
+    missing_files = [path for path in paths if "@" not in path and not (ROOT / path).is_file()]
+    assert not missing_files, f"{doc} cites a file that is not there: {missing_files}"
+    held = numbers_in([text_of(path) for path in paths])
     missing = [figure for figure in figures_of(scope) if number(figure) not in held]
     assert not missing, f"{doc}: {missing} are not in {paths}:\n{scope[:300]}"
 
 
-def test_the_checker_finds_a_figure_the_file_does_not_hold(tmp_path):
-    log = tmp_path / "log.md"
-    log.write_text("measured 568 targets in 839 s\n")
-    assert [
-        f
-        for f in figures_of("568 targets in 840 s on GPU-e0878895 (2026-12-04)")
-        if number(f) not in numbers_in([log])
-    ] == ["840"]
+def test_the_checker_finds_a_figure_the_file_does_not_hold():
+    held = numbers_in(["measured 568 targets in 839 s\n"])
+    quoted = "568 targets in 840 s on GPU-e0878895 (2026-12-04), section 4"
+    assert [figure for figure in figures_of(quoted) if number(figure) not in held] == ["840"]
 
 
-def test_the_docs_cite_files(tmp_path):
+def test_a_file_is_read_as_the_commit_holds_it():
+    """pages.md as commit af50ec9 wrote it (floor 702 requests/s), which a later run replaced."""
+    assert "| floor | 702 |" in text_of("bench/results/pages.md@af50ec9")
+    assert "| floor | 702 |" not in text_of("bench/results/pages.md")
+
+
+def test_the_docs_cite_files():
     assert len(citations()) >= 5
 
 
