@@ -205,3 +205,40 @@ def test_the_sustained_load_table_is_each_runs_results_file():
         assert {label: cells[at] for label, cells in rows.items()} == expected, name
         kilobytes = round(result["largest_kernel_page"]["bytes"] / 1000)
         assert f"| largest kernel page ({kilobytes} kB) |" in text
+
+
+def three_figures(value: float) -> str:
+    return f"{value:#.3g}".rstrip(".")
+
+
+def test_the_kernel_page_ab_table_is_its_raw_lines():
+    """docs/performance.md, "Fix: the kernel page reads a bounded amount": every kernel page in-process,
+    before and after in two alternated rounds, from bench/results/kernel_page_ab.txt."""
+    lines = (ROOT / "bench" / "results" / "kernel_page_ab.txt").read_text().splitlines()
+    measured = {}
+    for line in lines:
+        database, round_, side, figures = line.split(" ", 3)
+        size = "100k" if database.endswith("_100k") else "bundled"
+        measured[size, side, int(round_)] = json.loads(figures)
+    ms = {key: figures["median_ms"] for key, figures in measured.items()}
+
+    def cell(size, side):
+        return ", ".join(
+            f"{three_figures(ms[size, side, n])} ({measured[size, side, n]['median_sql_ms']:.0f})"
+            for n in (1, 2)
+        )
+
+    expected = [
+        f"| {size} | {cell(size, 'before')} | {cell(size, 'after')} | "
+        + ", ".join(f"{ms[size, 'after', n] / ms[size, 'before', n]:.2f}" for n in (1, 2))
+        + " |"
+        for size in ("bundled", "100k")
+    ]
+    growth = {
+        side: ", ".join(f"{ms['100k', side, n] / ms['bundled', side, n]:.2f}" for n in (1, 2))
+        for side in ("before", "after")
+    }
+    expected.append(f"| 100k / bundled | {growth['before']} | {growth['after']} | |")
+    text = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    table = text[text.index("<!-- kernel-page-ab:") :].split("\n\n", 1)[0].splitlines()[3:]
+    assert table == expected
