@@ -17,7 +17,7 @@ from tests.docs.commands import ROOT
 CITATION = re.compile(r"^<!-- figures: (?P<paths>[^>]+?) -->\n(?P<scope>.*?)(?:\n\n|\Z)", re.M | re.S)
 
 # What reads as a number but is no measured figure: code spans, dates and times, cards' and commits'
-# ids, section and RFC numbers, powers and ordinals, a machine's cores, and a goal ("goal: 5×, met").
+# ids, section and RFC numbers, registry sizes (100k, 1M), powers and ordinals, a machine's cores, and a goal ("goal: 5×, met").
 NOT_FIGURES = re.compile(
     r"`[^`]*`"
     r"|\d{4}-\d{2}-\d{2}(?:T[\d:.]+Z?)?"
@@ -27,7 +27,7 @@ NOT_FIGURES = re.compile(
     r"|\b(?:issue|item|run|runs) \d+\b"
     r"|\d+(?:st|nd|rd|th)\b"
     r"|\b\d+³"
-    r"|\b\d+ cores\b|\bRFC \d+"
+    r"|\b\d+ cores\b|\bRFC \d+|\b\d+[kM]\b"
     r"|\b[Gg]oal\b[^;)]*"
 )
 FIGURE = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?")
@@ -241,4 +241,35 @@ def test_the_kernel_page_ab_table_is_its_raw_lines():
     expected.append(f"| 100k / bundled | {growth['before']} | {growth['after']} | |")
     text = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
     table = text[text.index("<!-- kernel-page-ab:") :].split("\n\n", 1)[0].splitlines()[3:]
+    assert table == expected
+
+
+def test_the_kernel_page_sort_table_is_its_raw_lines():
+    """docs/performance.md, "Fix: the kernel page sorts and groups on the run's own columns": the whole
+    page in process, six alternated rounds, from bench/results/kernel_page_sort_ab.txt."""
+    rounds: dict[int, dict] = {}
+    for line in (ROOT / "bench" / "results" / "kernel_page_sort_ab.txt").read_text().splitlines():
+        found = re.match(r"(\d) (ki_perf_kp\w*) (before|after) ([\d.]+), [\d.]+, [\d.]+ (\{.*\})$", line)
+        if found:
+            number_, database, side, load, figures = found.groups()
+            size = {"ki_perf_kp": "bundled", "ki_perf_kp_20k": "20k", "ki_perf_kp_100k": "100k"}[database]
+            entry = rounds.setdefault(int(number_), {"loads": [], "sizes": []})
+            entry["loads"].append(float(load))
+            entry[size, side] = json.loads(figures)
+            if size not in entry["sizes"]:
+                entry["sizes"].append(size)
+    expected = []
+    for number_, entry in sorted(rounds.items()):
+        label = f"{number_}, vacuumed" if number_ >= 3 else str(number_)
+        loads = f"{min(entry['loads']):.1f}–{max(entry['loads']):.1f}"
+        sides = [
+            " / ".join(
+                f"{three_figures(entry[size, side]['median_ms'])} ({entry[size, side]['median_sql_ms']:.1f})"
+                for size in entry["sizes"]
+            )
+            for side in ("before", "after")
+        ]
+        expected.append(f"| {label} | {' / '.join(entry['sizes'])} | {loads} | {sides[0]} | {sides[1]} |")
+    text = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    table = text[text.index("<!-- kernel-page-sort-ab:") :].split("\n\n", 1)[0].splitlines()[3:]
     assert table == expected
