@@ -23,6 +23,7 @@ from tests.harness.test_controlled_runs import shipped_entries
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+WORDS = {6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten", 11: "eleven", 12: "twelve"}
 pytestmark = pytest.mark.django_db
 
 
@@ -110,6 +111,13 @@ class TestReadmeCounts:
         assert printed == quoted("controlled-counts")
         current = BenchmarkRun.objects.current().filter(source__slug="kernelindex-controlled").count()
         assert sum(int(line.split("|")[4].replace(",", "")) for line in printed[2:]) == current
+
+    def test_the_readmes_prose_gives_kernelbenchs_current_runs_and_gpus(self, shipped):
+        kernelbench = BenchmarkRun.objects.filter(source__slug="kernelbench")
+        gpus = kernelbench.values("gpu_product").distinct().count()
+        readme = " ".join(README.read_text(encoding="utf-8").split())
+        assert f"eager and `torch.compile` on {WORDS.get(gpus, gpus)} GPUs" in readme
+        assert f"Only {kernelbench.current().count():,} KernelBench runs are current" in readme
 
 
 class TestSpeedOfLightReport:
@@ -236,6 +244,7 @@ class TestTheSweepsStatusInTheDocs:
             f"{measured:,} of its {targets:,} targets measured ({measured / targets:.1%}). The {skipped} others",
             f"and {stuck} have had their three and stay `inconclusive`. Of the {measured:,} measured targets, "
             f"{reproduced:,} are `reproduced` ({reproduced / measured:.0%})",
+            f"{owed['inconclusive_on_another_card']} such runs are owed one more rerun",
         ):
             assert phrase in report, f"the report lacks: {phrase}"
 
@@ -249,3 +258,68 @@ def test_the_reruns_doc_gives_the_superseded_controlled_runs(shipped):
     text = " ".join((ROOT / "docs" / "reruns.md").read_text().split())
     assert f"2026-12-01 and 2026-12-02 measured {superseded.count()} targets twice" in text
     assert f"a fresh `load_bundled_data` gives the same {superseded.count()} superseded runs" in text
+
+
+class TestTheImportingDocsHistory:
+    """docs/importing.md, the shipped Liger history: its versions, runs, steps and changes are the
+    shipped index's and the loaded registry's."""
+
+    def test_versions_runs_steps_and_changes(self, shipped):
+        from registry.models import Change
+
+        text = " ".join((ROOT / "docs" / "importing.md").read_text().split())
+        index = (ROOT / "registry" / "sources" / "liger" / "data" / "history" / "INDEX.tsv").read_text()
+        versions = [line.split("\t") for line in index.strip().splitlines()[1:]]
+        first, last = versions[0], versions[-1]
+        assert (
+            f"The shipped history: {len(versions)} versions, from #{first[3]} ({first[2][:10]}) to "
+            f"#{last[3]} ({last[2][:10]})" in text
+        )
+        liger = BenchmarkRun.objects.filter(source__slug="liger-kernel")
+        current, withdrawn = liger.current().count(), liger.filter(withdrawn=True).count()
+        superseded = liger.filter(superseded_by__isnull=False).count()
+        assert (
+            f"give **{liger.count():,} runs: {current:,} current, {superseded} superseded by a later value, "
+            f"{withdrawn} withdrawn**" in text
+        )
+        series = Counter(liger.values_list("comparison_key", "provider"))
+        steps = sum(count - 1 for count in series.values())
+        changes = Change.objects.filter(after__source__slug="liger-kernel")
+        kinds = Counter(changes.values_list("kind", flat=True))
+        assert (
+            f"the history holds **{steps} steps; {changes.count()} are changes: {kinds['improvement']} "
+            f"improvements, {kinds['regression']} regressions, {kinds['uncertain']} uncertain**, and "
+            f"{steps - changes.count()} are noise" in text
+        )
+        by_pull_request = re.search(r"By pull request: (.*?)\. One example", text)[1]
+        quoted = re.findall(r"#(\d+) (\d+) \(([^)]*)\)", by_pull_request)
+        assert quoted
+        for number, total, parts in quoted:
+            ours = changes.filter(attributed_to__pull_request=int(number))
+            found = Counter(ours.values_list("kind", flat=True))
+            said = {kind.rstrip("s"): int(n) for n, kind in re.findall(r"(\d+) (\w+)", parts)}
+            assert (int(total), said) == (ours.count(), {kind: n for kind, n in found.items()}), number
+        assert sum(int(total) for _, total, _ in quoted) == changes.count()
+
+    def test_the_jsd_example_and_the_controlled_runs_changes(self, shipped):
+        from registry.models import Change
+
+        text = " ".join((ROOT / "docs" / "importing.md").read_text().split())
+        example = Change.objects.get(
+            kernel__slug="jsd",
+            provider="torch",
+            gpu_product="NVIDIA H100 PCIe",
+            operation_mode="forward",
+            attributed_to__pull_request=290,
+            before__median__gt=33.06,
+            before__median__lt=33.07,
+        )
+        before, after = example.before, example.after
+        assert (
+            f"went from {before.median:.2f} ms (p20–p80 {before.p20:.3f}–{before.p80:.3f}) to {after.median:.2f} "
+            f"ms ({after.p20:.3f}–{after.p80:.3f}), {example.ratio - 1:+.1%}, ranges apart: a {example.kind}, "
+            f"first published by commit {example.attributed_to.upstream_commit[:8]}, pull request #290"
+            in text
+        )
+        controlled = Change.objects.filter(after__source__slug="kernelindex-controlled").count()
+        assert f"judged on raw samples with Mann-Whitney; {controlled} with the runs shipped" in text
