@@ -108,3 +108,44 @@ def test_the_readme_names_the_cards_of_kernelbenchs_report():
     assert (
         f"KernelBench's on {WORDS[int(h100)]} H100 and {WORDS[int(h200)]} H200 cards on 2026-12-06" in readme
     )
+
+
+def settings_defaults() -> dict[str, float]:
+    """Each environment variable's literal numeric default in kernelindex/settings.py."""
+    source = (ROOT / "kernelindex" / "settings.py").read_text()
+    found = re.findall(r'_env\(env\.\w+, "([A-Z0-9_]+)", default=(-?[\d.]+)\)', source)
+    return {name: float(value) for name, value in found}
+
+
+def test_the_settings_tables_give_the_settings_defaults():
+    """docs/reruns.md's and docs/deploy.md's tables of settings: a numeric default is the code's."""
+    defaults = settings_defaults()
+    assert defaults
+    checked = 0
+    for name in ("reruns.md", "deploy.md"):
+        for line in (ROOT / "docs" / name).read_text(encoding="utf-8").splitlines():
+            row = re.match(r"\| ((?:`[A-Z0-9_]+`(?:, )?)+) \| `?([\d.,]+(?:, [\d.]+)*)`? \|", line)
+            if not row:
+                continue
+            names = re.findall(r"`([A-Z0-9_]+)`", row[1])
+            values = [float(value.replace(",", "")) for value in re.split(r", (?=\d)", row[2])]
+            if len(values) != len(names):
+                values = [float(row[2].replace(",", ""))]
+            for variable, value in zip(names, values, strict=False):
+                if variable in defaults:
+                    assert defaults[variable] == value, (
+                        f"docs/{name}: {variable} is {value}, the code's {defaults[variable]}"
+                    )
+                    checked += 1
+    assert checked >= 10
+
+
+def test_the_glossary_gives_the_settings_thresholds():
+    defaults = settings_defaults()
+    text = prose("glossary.md")
+    tolerance, threshold, p_value = (
+        defaults[n] for n in ("RERUN_TOLERANCE", "CHANGE_THRESHOLD", "CHANGE_P_VALUE")
+    )
+    assert f"(±{tolerance:.0%} unless the page says otherwise)" in text
+    assert f"p ≤ {p_value:g} and the values are at least {threshold:.0%} apart" in text
+    assert f"by at least {threshold:.0%} with their ranges apart" in text
