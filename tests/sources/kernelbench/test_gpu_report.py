@@ -58,6 +58,6 @@ def test_the_sources_doc_gives_the_first_h200_calls_problems_as_the_report_does(
     ).groups()
     doc = " ".join((ROOT / "docs" / "sources.md").read_text().split())
     assert (
-        f"On an H200 (GPU-25fc3e73, 2026-12-06) one ten-minute call measured {eager} level-1 problems eager "
+        f"On an H200 (GPU-25fc3e73, 2026-12-06) one call measured {eager} level-1 problems eager "
         f"and {compiled} under `torch.compile`" in doc
     )
