@@ -134,3 +134,22 @@ def test_the_report_splits_the_latency_verdicts_by_the_hosts_pace(printed):
         f"Of the {read:,} latency jobs that read it, {any_paced:,} had a host-paced call and "
         f"{half_paced:,} had half their calls or more host-paced" in text
     )
+
+
+def test_the_reruns_doc_gives_the_scripts_runs_and_verdicts(printed):
+    """docs/reruns.md, "What the shipped sweep found", quotes the script as the report does."""
+    runs, kernels = number(r"runs under KernelIndex's protocols: (\d+), kernels: (\d+)", printed)
+    (cards,) = number(r"physical cards: (\d+)", printed)
+    total, agree = number(r"reruns with a verdict: (\d+) \(\d+ on the other card\); agree: (\d+)", printed)
+    other_agree, other = number(r"on another card: (\d+) of (\d+) agree", printed)
+    same_agree, same = number(r"on the same card: (\d+) of (\d+) agree", printed)
+    judged, reproduced = number(r"runs with a verdict on another card: (\d+); reproduced: (\d+)", printed)
+    text = " ".join((ROOT / "docs" / "reruns.md").read_text().split())
+    for phrase in (
+        f"({runs:,} runs of {kernels} kernels on {cards} physical cards;",
+        f"{agree:,} of {total:,} reruns agree; on another physical card {other_agree:,} of {other:,}, "
+        f"on the same card {same_agree:,} of {same:,}",
+        f"{reproduced:,} of the {runs:,} runs are `reproduced`",
+        f"(of the {judged:,} runs with a verdict on another card, {reproduced / judged:.0%};",
+    ):
+        assert phrase in text, f"docs/reruns.md lacks: {phrase}"

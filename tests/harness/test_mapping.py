@@ -1,7 +1,10 @@
-"""How much of the bundled data the harness can run: every count here is quoted in docs/gpu-hosts.md."""
+"""How much of the bundled data the harness can run: every count here is quoted in docs/gpu-hosts.md
+and docs/reruns.md, checked below."""
 
 import json
+import re
 from collections import Counter, defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -10,6 +13,7 @@ from registry.reruns.harness.spec import Refused, plan_for
 from registry.sources.liger import importer as liger
 from registry.sources.liger.services import BUNDLED_LIGER_CSV
 
+ROOT = Path(__file__).resolve().parents[2]
 TORCH_DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16", "fp32": "torch.float32"}
 
 
@@ -30,6 +34,28 @@ def bundled_specs():
             "config": config,
             "device": "cuda",
         }
+
+
+def distinct_workloads() -> tuple[set, set]:
+    """A workload: kernel, provider, pass, metric, x value and configuration, on any GPU; those the
+    harness maps, and all."""
+    mapped, every = set(), set()
+    for spec in bundled_specs():
+        key = (
+            spec["kernel"],
+            spec["provider"],
+            spec["operation_mode"],
+            spec["metric"],
+            spec["x_value"],
+            json.dumps(spec["config"], sort_keys=True),
+        )
+        every.add(key)
+        try:
+            plan_for(spec)
+            mapped.add(key)
+        except Refused:
+            pass
+    return mapped, every
 
 
 @pytest.fixture(scope="module")
@@ -63,23 +89,7 @@ class TestCoverageOfTheBundledData:
         assert sum(count.total() for count in outcomes.values()) == 2448
 
     def test_1906_distinct_workloads_are_runnable_on_a_gpu(self):
-        """A workload: kernel, provider, pass, metric, x value and configuration, on any GPU."""
-        mapped, every = set(), set()
-        for spec in bundled_specs():
-            key = (
-                spec["kernel"],
-                spec["provider"],
-                spec["operation_mode"],
-                spec["metric"],
-                spec["x_value"],
-                json.dumps(spec["config"], sort_keys=True),
-            )
-            every.add(key)
-            try:
-                plan_for(spec)
-                mapped.add(key)
-            except Refused:
-                pass
+        mapped, every = distinct_workloads()
 
         assert (len(mapped), len(every)) == (1906, 2194)
 
@@ -193,3 +203,44 @@ class TestGpuSlugs:
         assert all(gpu_slug(name) == slug for name, slug in slugs.items())
         assert gpu_slug("NVIDIA H200") == "nvidia-h200"
         assert gpu_slug("CPU") == "cpu"
+
+
+class TestTheDocsQuoteTheseCounts:
+    """docs/gpu-hosts.md and docs/reruns.md give the counts above as the bundled data gives them."""
+
+    def test_the_coverage_sentences(self, outcomes):
+        kernels = len(outcomes)
+        mapped_kernels = sum(1 for count in outcomes.values() if count["mapped"])
+        rows = sum(count.total() for count in outcomes.values())
+        mapped_rows = sum(count["mapped"] for count in outcomes.values())
+        mapped, every = distinct_workloads()
+        gpu_hosts, reruns = (
+            " ".join((ROOT / "docs" / name).read_text().split()) for name in ("gpu-hosts.md", "reruns.md")
+        )
+        assert (
+            f"The harness maps {mapped_kernels} of the bundled data's {kernels} kernels ({mapped_rows:,} of "
+            f"{rows:,} rows, {len(mapped):,} distinct workloads)" in gpu_hosts
+        )
+        assert (
+            f"Of the bundled data's {kernels} kernels, {mapped_kernels} have rows the harness runs: "
+            f"{mapped_rows:,} of {rows:,} rows, {len(mapped):,} of {len(every):,} distinct workloads"
+            in reruns
+        )
+
+    def test_the_refused_rows_table(self, outcomes):
+        """docs/reruns.md, "Kernels the harness cannot run, and why": each row's refused counts."""
+        text = (ROOT / "docs" / "reruns.md").read_text()
+        section = text[text.index("## Kernels the harness cannot run") :]
+        table = [line for line in section.splitlines() if line.startswith("| `")]
+        assert table
+        for line in table:
+            kernels_cell, refused_cell = line.split("|")[1:3]
+            kernels = re.findall(r"`(\w+)`", kernels_cell)
+            counts = [int(n) for n in re.findall(r"\d+", refused_cell)]
+            if len(counts) == 1 and len(kernels) == 1:
+                (kernel,) = kernels
+                assert outcomes[kernel]["refused"] == counts[0], kernel
+                if "all" in refused_cell:
+                    assert outcomes[kernel]["mapped"] == 0, kernel
+            else:
+                assert [outcomes[kernel]["refused"] for kernel in kernels] == counts, kernels

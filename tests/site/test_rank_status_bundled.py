@@ -2,6 +2,7 @@
 supports across the bundled runs: the figures the README gives."""
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from django.urls import reverse
@@ -98,6 +99,21 @@ class TestBundledFigures:
         assert (len({r.comparison_key for r in runs}), len(best)) == (1082, 1062)
         firsts = Counter(run.standing.status for run in best.values())
         assert firsts == {RankStatus.AHEAD: 770, RankStatus.ONE_SAMPLE: 217, RankStatus.TIED: 75}
+        # docs/site.md gives these figures as counted here.
+        groups = len({r.comparison_key for r in runs})
+        single = sum(r.standing.spread.single for r in runs)
+        site = " ".join((Path(__file__).resolve().parents[2] / "docs" / "site.md").read_text().split())
+        assert (
+            f"Of the {len(runs):,} current bundled runs: latency ({latency.total():,}) {latency[RankStatus.AHEAD]} "
+            f"#1s ahead of their #2, {latency[RankStatus.BEHIND]} runs behind their #1, {latency[RankStatus.TIED]} "
+            f"tied, {latency[RankStatus.ONE_SAMPLE]} one sample ({single} runs are single calls); memory "
+            f"({memory.total()}) {memory[RankStatus.AHEAD]} ahead, {memory[RankStatus.BEHIND]} behind, "
+            f"{memory[RankStatus.TIED]} tied (equal peaks), {memory[RankStatus.IMPLAUSIBLE]} implausible. Of the "
+            f"{groups:,} groups, {groups - len(best)} have no plausible run (the {memory[RankStatus.IMPLAUSIBLE]} "
+            f"implausible peaks, two a group); in the other {len(best):,} the best plausible run's lead is "
+            f"established in {firsts[RankStatus.AHEAD]}, {firsts[RankStatus.TIED]} are tied at the top and "
+            f"{firsts[RankStatus.ONE_SAMPLE]} rest on one call." in site
+        )
 
     def test_what_the_controlled_runs_samples_support(self, bundled):
         """Checked against the shipped files themselves, so that the sweep can add runs: each

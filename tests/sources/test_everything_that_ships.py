@@ -6,6 +6,7 @@ it checks from that. The second load must change nothing; the README's counts ar
 import importlib.util
 import json
 import re
+from collections import Counter
 from io import StringIO
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,6 +23,7 @@ from tests.harness.test_controlled_runs import shipped_entries
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
+WORDS = {6: "six", 7: "seven", 8: "eight", 9: "nine", 10: "ten", 11: "eleven", 12: "twelve"}
 pytestmark = pytest.mark.django_db
 
 
@@ -110,6 +112,13 @@ class TestReadmeCounts:
         current = BenchmarkRun.objects.current().filter(source__slug="kernelindex-controlled").count()
         assert sum(int(line.split("|")[4].replace(",", "")) for line in printed[2:]) == current
 
+    def test_the_readmes_prose_gives_kernelbenchs_current_runs_and_gpus(self, shipped):
+        kernelbench = BenchmarkRun.objects.filter(source__slug="kernelbench")
+        gpus = kernelbench.values("gpu_product").distinct().count()
+        readme = " ".join(README.read_text(encoding="utf-8").split())
+        assert f"eager and `torch.compile` on {WORDS.get(gpus, gpus)} GPUs" in readme
+        assert f"Only {kernelbench.current().count():,} KernelBench runs are current" in readme
+
 
 class TestSpeedOfLightReport:
     def test_the_dated_report_is_what_the_command_prints(self, shipped):
@@ -127,3 +136,195 @@ class TestVerifyRegistry:
         call_command("verify_registry", stdout=out)
         assert f"{BenchmarkRun.objects.count()} runs verified" in out.getvalue()
         assert BenchmarkRun.objects.values("source").distinct().count() >= 3
+
+
+SOURCES_DOC = ROOT / "docs" / "sources.md"
+
+
+def kernelbench_reruns_by(card: str) -> tuple[int, int, int]:
+    """The verdicts of the reruns a card ran of KernelBench workloads: agree, disagree, inconclusive."""
+    workloads = BenchmarkRun.objects.filter(source__slug="kernelbench").values("workload")
+    verdicts = RerunJob.objects.filter(
+        kind="rerun", gpu_uuid__startswith=card, run__workload__in=workloads
+    ).values_list("verdict", flat=True)
+    counts = Counter(verdicts)
+    return counts["agrees"], counts["disagrees"], counts["inconclusive"]
+
+
+def controlled_kernelbench() -> dict[tuple[str, str], tuple[int, int]]:
+    """`source_counts --controlled`'s KernelBench rows: (GPU, implementation) -> (current, reproduced)."""
+    out = StringIO()
+    call_command("source_counts", "--controlled", stdout=out)
+    rows = {}
+    for line in out.getvalue().splitlines()[2:]:
+        measures, gpu, implementation, current, reproduced = (
+            cell.strip() for cell in line.strip("|").split("|")
+        )
+        if measures == "kernelbench":
+            rows[gpu, implementation] = (int(current.replace(",", "")), int(reproduced.replace(",", "")))
+    return rows
+
+
+class TestKernelBenchFiguresInTheSourcesDoc:
+    """docs/sources.md, "KernelBench's harness mapping": each card's verdicts and the counts in its
+    prose are the loaded registry's."""
+
+    def test_each_cards_rerun_verdicts_are_the_registrys(self, shipped):
+        text = SOURCES_DOC.read_text(encoding="utf-8")
+        block = re.search(r"<!-- kernelbench-reruns:.*?-->\n(.*?)<!-- /kernelbench-reruns -->", text, re.S)
+        rows = [line.strip("|").split("|") for line in block[1].strip().splitlines()[2:]]
+        assert rows
+        for card, _, reran, *verdicts in rows:
+            if not any(cell.strip() for cell in verdicts):
+                assert kernelbench_reruns_by(card.strip()) == (0, 0, 0)
+                continue
+            found = kernelbench_reruns_by(card.strip())
+            assert tuple(int(cell) for cell in verdicts) == found, card
+            if reran.strip().isdigit():
+                assert int(reran) == sum(found), card
+
+    def test_the_prose_gives_the_registrys_counts(self, shipped):
+        text = " ".join(SOURCES_DOC.read_text(encoding="utf-8").split())
+        rows = controlled_kernelbench()
+        h100 = [figures for (gpu, _), figures in rows.items() if "H100" in gpu]
+        h100_current, h100_reproduced = sum(f[0] for f in h100), sum(f[1] for f in h100)
+        assert f"So {h100_reproduced:,} of the {h100_current:,} current H100 runs are `reproduced`" in text
+        agree, disagree, inconclusive = kernelbench_reruns_by("GPU-34250b52")
+        assert (
+            f"it reran GPU-25fc3e73's {agree + disagree + inconclusive} ({agree} agree, {disagree} disagree, "
+            f"{inconclusive} inconclusive)" in text
+        )
+        eager = rows["NVIDIA H200", "eager"][0]
+        assert rows["NVIDIA H100 80GB HBM3", "eager"][0] == eager  # every problem, on both models
+        compiled = {
+            gpu: rows[gpu, "compile-inductor-default"][0] for gpu in ("NVIDIA H200", "NVIDIA H100 80GB HBM3")
+        }
+        assert (
+            f"every problem has an H200 figure eager ({eager}) and {compiled['NVIDIA H200']} compiled" in text
+        )
+        workloads = BenchmarkRun.objects.filter(source__slug="kernelbench").values("workload")
+        h200_runs = BenchmarkRun.objects.current().filter(
+            source__slug="kernelindex-controlled", gpu_product="NVIDIA H200", workload__in=workloads
+        )
+        alone = h200_runs.exclude(rerun_jobs__kind="rerun").count()
+        assert (
+            f"the {alone} H200 runs measured on GPU-34250b52 alone await a second H200, "
+            f"{eager - compiled['NVIDIA H200']} problems compiled on the H200 and "
+            f"{eager - compiled['NVIDIA H100 80GB HBM3']} on the H100 have no current run" in text
+        )
+
+
+class TestTheSweepsStatusInTheDocs:
+    """`controlled_sweep --gpu nvidia-h200 --status` on the loaded registry gives the targets,
+    measured, reproduced and unsettled counts docs/reruns.md and the controlled runs' report quote."""
+
+    def test_docs_quote_the_status(self, shipped):
+        from registry.reruns.sweep.status import progress
+
+        status = progress(gpu_slug="nvidia-h200")
+        targets, measured = status["targets"], status["measured"]
+        skipped = status["not_tried_after_a_timeout_or_out_of_memory"]
+        reproduced, stuck = status["reproduced"], status["inconclusive_after_the_most_reruns"]
+        assert status["to_measure"] == 0 and targets - measured == skipped
+        owed = status["reruns_owed"]
+        assert (
+            owed["never_rerun"] == owed["rerun_only_on_the_measuring_card"] == 0
+        )  # "every measured run has been rerun on another card"
+        reruns = " ".join((ROOT / "docs" / "reruns.md").read_text().split())
+        for phrase in (
+            f"{measured:,} of the sweep's {targets:,} targets measured",
+            f"the other {skipped} targets are not tried",
+            f"of the sweep's {measured:,} measured targets, {reproduced:,}, and {stuck} stay `inconclusive`",
+        ):
+            assert phrase in reruns, f"docs/reruns.md lacks: {phrase}"
+        report = " ".join(
+            (ROOT / "docs" / "reports" / "2026-12-04-h200-controlled-runs.md").read_text().split()
+        )
+        for phrase in (
+            f"{measured:,} of its {targets:,} targets measured ({measured / targets:.1%}). The {skipped} others",
+            f"and {stuck} have had their three and stay `inconclusive`. Of the {measured:,} measured targets, "
+            f"{reproduced:,} are `reproduced` ({reproduced / measured:.0%})",
+            f"{owed['inconclusive_on_another_card']} such runs are owed one more rerun",
+        ):
+            assert phrase in report, f"the report lacks: {phrase}"
+
+
+def test_the_reruns_doc_gives_the_superseded_controlled_runs(shipped):
+    """docs/reruns.md, "A target measured twice": the targets measured twice are the controlled runs
+    superseded, all of the H200 sweeps of 2026-12-01 and 2026-12-02."""
+    superseded = BenchmarkRun.objects.filter(
+        source__slug="kernelindex-controlled", superseded_by__isnull=False
+    )
+    text = " ".join((ROOT / "docs" / "reruns.md").read_text().split())
+    assert f"2026-12-01 and 2026-12-02 measured {superseded.count()} targets twice" in text
+    assert f"a fresh `load_bundled_data` gives the same {superseded.count()} superseded runs" in text
+
+
+class TestTheImportingDocsHistory:
+    """docs/importing.md, the shipped Liger history: its versions, runs, steps and changes are the
+    shipped index's and the loaded registry's."""
+
+    def test_versions_runs_steps_and_changes(self, shipped):
+        from registry.models import Change
+
+        text = " ".join((ROOT / "docs" / "importing.md").read_text().split())
+        index = (ROOT / "registry" / "sources" / "liger" / "data" / "history" / "INDEX.tsv").read_text()
+        versions = [line.split("\t") for line in index.strip().splitlines()[1:]]
+        first, last = versions[0], versions[-1]
+        assert (
+            f"The shipped history: {len(versions)} versions, from #{first[3]} ({first[2][:10]}) to "
+            f"#{last[3]} ({last[2][:10]})" in text
+        )
+        liger = BenchmarkRun.objects.filter(source__slug="liger-kernel")
+        current, withdrawn = liger.current().count(), liger.filter(withdrawn=True).count()
+        superseded = liger.filter(superseded_by__isnull=False).count()
+        assert (
+            f"give **{liger.count():,} runs: {current:,} current, {superseded} superseded by a later value, "
+            f"{withdrawn} withdrawn**" in text
+        )
+        series = Counter(liger.values_list("comparison_key", "provider"))
+        steps = sum(count - 1 for count in series.values())
+        changes = Change.objects.filter(after__source__slug="liger-kernel")
+        kinds = Counter(changes.values_list("kind", flat=True))
+        assert (
+            f"the history holds **{steps} steps; {changes.count()} are changes: {kinds['improvement']} "
+            f"improvements, {kinds['regression']} regressions, {kinds['uncertain']} uncertain**, and "
+            f"{steps - changes.count()} are noise" in text
+        )
+        by_pull_request = re.search(r"By pull request: (.*?)\. One example", text)[1]
+        quoted = re.findall(r"#(\d+) (\d+) \(([^)]*)\)", by_pull_request)
+        assert quoted
+        for number, total, parts in quoted:
+            ours = changes.filter(attributed_to__pull_request=int(number))
+            found = Counter(ours.values_list("kind", flat=True))
+            said = {kind.rstrip("s"): int(n) for n, kind in re.findall(r"(\d+) (\w+)", parts)}
+            assert (int(total), said) == (ours.count(), {kind: n for kind, n in found.items()}), number
+        assert sum(int(total) for _, total, _ in quoted) == changes.count()
+
+    def test_the_jsd_example_and_the_controlled_runs_changes(self, shipped):
+        from registry.models import Change
+
+        text = " ".join((ROOT / "docs" / "importing.md").read_text().split())
+        example = Change.objects.get(
+            kernel__slug="jsd",
+            provider="torch",
+            gpu_product="NVIDIA H100 PCIe",
+            operation_mode="forward",
+            attributed_to__pull_request=290,
+            before__median__gt=33.06,
+            before__median__lt=33.07,
+        )
+        before, after = example.before, example.after
+        assert (
+            f"went from {before.median:.2f} ms (p20–p80 {before.p20:.3f}–{before.p80:.3f}) to {after.median:.2f} "
+            f"ms ({after.p20:.3f}–{after.p80:.3f}), {example.ratio - 1:+.1%}, ranges apart: a {example.kind}, "
+            f"first published by commit {example.attributed_to.upstream_commit[:8]}, pull request #290"
+            in text
+        )
+        controlled = Change.objects.filter(after__source__slug="kernelindex-controlled").count()
+        said = (
+            "the shipped controlled runs hold none"
+            if controlled == 0
+            else f"{controlled} with the runs shipped"
+        )
+        assert said in text

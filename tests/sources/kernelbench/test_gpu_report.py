@@ -1,6 +1,7 @@
 """The dated report of KernelBench's GPU sweeps is what its script prints from the shipped files."""
 
 import importlib.util
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -47,3 +48,16 @@ def test_measurements_on_two_gpu_models_are_never_paired():
         assert model(first) == model(second)
         assert first["result"]["gpu_uuid"] != second["result"]["gpu_uuid"]
         assert (first["sha256"], first["implementation"]) == (second["sha256"], second["implementation"])
+
+
+def test_the_sources_doc_gives_the_first_h200_calls_problems_as_the_report_does():
+    """docs/sources.md quotes the first H200 card's measurements from the report's line for it."""
+    card = REPORT.read_text().split("### GPU-25fc3e73 (NVIDIA H200)", 1)[1]
+    compiled, eager = re.search(
+        r"\((\d+) level1 compile-inductor-default, (\d+) level1 eager\)", card
+    ).groups()
+    doc = " ".join((ROOT / "docs" / "sources.md").read_text().split())
+    assert (
+        f"On an H200 (GPU-25fc3e73, 2026-12-06) one call measured {eager} level-1 problems eager "
+        f"and {compiled} under `torch.compile`" in doc
+    )
