@@ -183,6 +183,9 @@ else:
 # Anonymous visitors get stored copies of public pages and API reads for this many seconds, until
 # the next registry change (registry/cache.py); 0 turns the page cache off.
 PAGE_CACHE_SECONDS = _env(env.int, "PAGE_CACHE_SECONDS", default=86400)
+# Each web process keeps its own copies of the pages it served last, up to this many MB, and
+# serves one while the registry's generation is the one it was stored under (registry/cache.py).
+PAGE_CACHE_LOCAL_MB = _env(env.int, "PAGE_CACHE_LOCAL_MB", default=64)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -36,6 +36,7 @@ import copy
 import hashlib
 import re
 import time
+from collections import OrderedDict
 from functools import wraps
 from importlib import import_module
 
@@ -146,6 +147,53 @@ def response_storable(request, response, statuses=(200,)) -> bool:
     return vary <= VARY_UNDERSTOOD
 
 
+class _LocalPages:
+    """This process's own copies of the entries it read or stored last, least recently used out
+    first, up to `PAGE_CACHE_LOCAL_MB`, each for no longer than the shared entry's
+    `PAGE_CACHE_SECONDS`. A copy is served only when its generation is the one the shared cache
+    holds now, so it is exactly as fresh as the shared entry: a hit on it reads one integer from
+    Redis instead of the whole page (for a 419 kB kernel page that was the transfer, a signature
+    check over every byte and the unpickling, on every request)."""
+
+    def __init__(self):
+        self._entries: OrderedDict[str, tuple[float, dict]] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, key: str) -> dict | None:
+        found = self._entries.get(key)
+        if found is None:
+            return None
+        if found[0] < time.monotonic():
+            self.discard(key)
+            return None
+        self._entries.move_to_end(key)
+        return found[1]
+
+    def put(self, key: str, entry: dict) -> None:
+        limit = settings.PAGE_CACHE_LOCAL_MB * 2**20
+        self.discard(key)
+        size = len(entry["content"])
+        if size > limit:
+            return
+        self._entries[key] = (time.monotonic() + _timeout(), entry)
+        self._bytes += size
+        while self._bytes > limit:
+            _, (_, oldest) = self._entries.popitem(last=False)
+            self._bytes -= len(oldest["content"])
+
+    def discard(self, key: str) -> None:
+        found = self._entries.pop(key, None)
+        if found is not None:
+            self._bytes -= len(found[1]["content"])
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._bytes = 0
+
+
+local_pages = _LocalPages()
+
+
 class PageSlot:
     """Where one URL's response is stored, and the generation this request saw.
 
@@ -170,16 +218,29 @@ class PageSlot:
 
     def lookup(self) -> dict | None:
         """The stored entry when it is of the current generation (read before rendering, so a
-        page rendered while a write commits is stored under the generation it saw)."""
+        page rendered while a write commits is stored under the generation it saw): this
+        process's copy when it has one of that generation, else the shared one."""
+        local = local_pages.get(self.key)
         if not self.versioned:
-            return cache.get(self.key)
-        found = cache.get_many([GENERATION_KEY, self.key])
-        self.generation = found.get(GENERATION_KEY)
+            return local if local is not None else self._keep(cache.get(self.key))
+        if local is not None:
+            self.generation = cache.get(GENERATION_KEY)
+            found = {} if local.get("generation") != self.generation else {self.key: local}
+        else:
+            found = cache.get_many([GENERATION_KEY, self.key])
+            self.generation = found.get(GENERATION_KEY)
         if type(self.generation) is not int:
             self.generation = generation()
         entry = found.get(self.key)
+        if entry is None and local is not None:
+            entry = cache.get(self.key)  # stale here; another process may have stored it anew
         if not isinstance(entry, dict) or entry.get("generation") != self.generation:
             return None
+        return self._keep(entry)
+
+    def _keep(self, entry):
+        if isinstance(entry, dict) and entry is not local_pages.get(self.key):
+            local_pages.put(self.key, entry)
         return entry
 
     def store(self, request, rendered, statuses=(200,)) -> dict | None:
@@ -193,6 +254,7 @@ class PageSlot:
             "headers": list(rendered.items()),
         }
         cache.set(self.key, entry, _timeout())
+        local_pages.put(self.key, entry)
         return entry
 
     def store_when_rendered(self, request, response, statuses=(200,)) -> None:
