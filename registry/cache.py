@@ -46,7 +46,8 @@ from django.core.cache import cache
 from django.db import transaction
 from django.http import HttpResponse
 from django.middleware.gzip import GZipMiddleware, re_accepts_gzip
-from django.template.loader import render_to_string
+from django.template.context import make_context
+from django.template.loader import get_template, render_to_string
 from django.utils import timezone
 from django.utils.cache import cc_delim_re, get_conditional_response
 from django.utils.http import parse_http_date_safe
@@ -340,20 +341,29 @@ _PERSONAL_REGION = re.compile(rb"<!--personal:([a-z]+):([0-9]*)-->.*?<!--/person
 _NOT_PERSONALISED = {"etag", "last-modified", "content-length", HIT_HEADER.lower()}
 
 
-def personal_region(request, name: str, arg="") -> str:
-    """One personal region as this request's visitor sees it, between the markers that let a
-    stored copy of the page be personalised for someone else."""
-    html = render_to_string(PERSONAL_TEMPLATES[name], {"arg": arg}, request=request)
+def _marked(name: str, arg, html: str) -> str:
     return f"<!--personal:{name}:{arg}-->{html}<!--/personal-->"
 
 
+def personal_region(request, name: str, arg="") -> str:
+    """One personal region as this request's visitor sees it, between the markers that let a
+    stored copy of the page be personalised for someone else."""
+    return _marked(name, arg, render_to_string(PERSONAL_TEMPLATES[name], {"arg": arg}, request=request))
+
+
 def personalise(request, content: bytes) -> bytes:
-    """The stored page with every personal region rendered again for this request."""
+    """The stored page with every personal region rendered again for this request, all in one
+    template context: the context processors run once, not once a region."""
+    templates = {name: get_template(path).template for name, path in PERSONAL_TEMPLATES.items()}
+    context = make_context({}, request)
 
     def region(match):
-        return personal_region(request, match[1].decode(), match[2].decode()).encode()
+        name, arg = match[1].decode(), match[2].decode()
+        with context.push(arg=arg):
+            return _marked(name, arg, templates[name].render(context)).encode()
 
-    return _PERSONAL_REGION.sub(region, content)
+    with context.bind_template(templates["nav"]):
+        return _PERSONAL_REGION.sub(region, content)
 
 
 def _as_anonymous(request):
