@@ -146,13 +146,16 @@ if GPU_WORKER:
     DATABASES = {"default": {"ENGINE": "django.db.backends.dummy"}}
 DATABASES["default"]["CONN_MAX_AGE"] = _env(env.int, "CONN_MAX_AGE", default=60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django's backend with a health check that costs no round trip on a healthy connection.
+    DATABASES["default"]["ENGINE"] = "kernelindex.postgresql"
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web process read while the worker writes; the timeout rides out short locks.
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {"timeout": 20, "init_command": "PRAGMA journal_mode=WAL;"}
     )
     DATABASES["default"]["CONN_MAX_AGE"] = 0
-if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and _env(
+if DATABASES["default"]["ENGINE"] == "kernelindex.postgresql" and _env(
     env.bool, "DATABASE_PREPARED_STATEMENTS", default=True
 ):
     # Planning a page's joins costs PostgreSQL more than running them (20-50 ms against 1-5 ms
@@ -183,6 +186,9 @@ else:
 # Anonymous visitors get stored copies of public pages and API reads for this many seconds, until
 # the next registry change (registry/cache.py); 0 turns the page cache off.
 PAGE_CACHE_SECONDS = _env(env.int, "PAGE_CACHE_SECONDS", default=86400)
+# Each web process keeps its own copies of the pages it served last, up to this many MB, and
+# serves one while the registry's generation is the one it was stored under (registry/cache.py).
+PAGE_CACHE_LOCAL_MB = _env(env.int, "PAGE_CACHE_LOCAL_MB", default=64)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -79,7 +79,10 @@ def page_cache_empty():
     """Stored pages (registry/cache.py) live in the cache, outside the test's database
     transaction: each test starts with none, so no page rendered from another test's rows is
     served."""
+    from registry.cache import local_pages
+
     cache.clear()
+    local_pages.clear()
     yield
 
 

@@ -5,8 +5,10 @@ import gzip
 import xml.etree.ElementTree as ET
 
 import pytest
+from django.middleware import gzip as django_gzip
 from django.urls import reverse
 
+from registry import cache as page_cache
 from registry.models import Change, ChangeKind
 from tests.registry.test_history_changes import history  # noqa: F401 (a fixture)
 
@@ -62,3 +64,31 @@ class TestGzip:
         response = client.get("/api/v1/runs/", HTTP_ACCEPT_ENCODING="gzip")
         assert response.status_code == 200
         assert not response.has_header("Content-Encoding")
+
+
+@pytest.mark.django_db
+class TestAStoredPageIsCompressedOnce:
+    def test_a_hit_sends_the_bytes_compressed_when_stored_without_compressing_again(
+        self, client, monkeypatch
+    ):
+        url = reverse("registry:home")
+        plain = client.get(url).content
+        first = client.get(url, HTTP_ACCEPT_ENCODING="gzip, deflate, br")
+        assert first[page_cache.HIT_HEADER] == "miss"  # a client of each encoding has its own copy
+        monkeypatch.setattr(
+            django_gzip, "compress_string", lambda *a, **k: pytest.fail("compressed on a hit")
+        )
+        hit = client.get(url, HTTP_ACCEPT_ENCODING="gzip, deflate, br")
+        assert hit[page_cache.HIT_HEADER] == "hit"
+        assert hit["Content-Encoding"] == "gzip"
+        assert "Accept-Encoding" in hit["Vary"]
+        assert int(hit["Content-Length"]) == len(hit.content)
+        assert gzip.decompress(hit.content) == plain
+
+    def test_a_signed_in_page_is_compressed_for_its_visitor(self, client, django_user_model):
+        url = reverse("registry:home")
+        client.get(url, HTTP_ACCEPT_ENCODING="gzip")
+        client.force_login(django_user_model.objects.create_user("reader", password="x" * 12))
+        response = client.get(url, HTTP_ACCEPT_ENCODING="gzip")
+        assert response["Content-Encoding"] == "gzip"
+        assert b"Sign out" in gzip.decompress(response.content)

@@ -12,6 +12,7 @@ from django.core.cache import cache
 from django.db import connection
 from django.http import HttpResponse
 from django.middleware.csrf import get_token
+from django.template.context import make_context
 from django.test import Client, RequestFactory
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -21,6 +22,7 @@ from attestations import selectors, services
 from attestations.models import Attestation, IssueReport
 from registry import cache as page_cache
 from registry.models import BenchmarkRun
+from registry.templatetags import site_tags
 from tests.attestations.conftest import REPRODUCTION, submit_note
 from tests.attestations.test_data_reproductions import result_file
 from tests.faults.support import small_cpu_rows
@@ -361,3 +363,28 @@ class TestSignedInQueryCountsStayConstant:
         import_rows(liger_rows(**LARGE))
         client.get(_run().get_absolute_url())
         assert _queries(client, _run().get_absolute_url()) == MODERATOR_RUN_PAGE_QUERIES
+
+
+@pytest.mark.django_db
+class TestAPersonalisedHitRendersItsRegionsCheaply:
+    def test_the_regions_share_one_template_context(self, client, registry, moderator, monkeypatch):
+        url = _run().get_absolute_url()
+        client.force_login(moderator)
+        client.get(url)
+        made = []
+        monkeypatch.setattr(
+            page_cache, "make_context", lambda *a, **k: made.append(1) or make_context(*a, **k)
+        )
+        response = client.get(url)
+        assert response[page_cache.SHARED_HEADER] == "hit"
+        assert b"Sign out" in response.content and b"Moderation" in response.content
+        assert len(made) == 1
+
+    def test_their_links_are_not_reversed_again(self, client, registry, moderator, monkeypatch):
+        url = _run().get_absolute_url()
+        client.force_login(moderator)
+        client.get(url)
+        monkeypatch.setattr(site_tags, "reverse", lambda *a, **k: pytest.fail("reversed again"))
+        response = client.get(url)
+        assert response[page_cache.SHARED_HEADER] == "hit"
+        assert reverse("account_logout").encode() in response.content
