@@ -46,6 +46,8 @@ def _worker_place(worker: str) -> None:
 if XDIST_WORKER:
     _worker_place(XDIST_WORKER)
 
+from django.conf import global_settings  # noqa: E402
+
 from kernelindex.settings import *  # noqa: E402,F403
 
 if not os.environ.get("WORKER_KEY_FILE"):
@@ -71,3 +73,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":  # noqa: F405
     # (about 2 ms each otherwise; one whole load of the bundled data commits some 5,000 times,
     # and transactional tests and Celery workers commit too). WAL keeps the file consistent.
     DATABASES["default"]["OPTIONS"]["init_command"] += " PRAGMA synchronous=NORMAL;"  # noqa: F405
+
+# Every user a test makes costs one password hash; Django's PBKDF2 is slow on purpose. The one
+# PBKDF2 hasher here (tests/hashers.py) reads and writes the same algorithm's hashes.
+PASSWORD_HASHERS = [
+    "tests.hashers.OneIterationPBKDF2PasswordHasher",
+    *(name for name in global_settings.PASSWORD_HASHERS if not name.endswith(".PBKDF2PasswordHasher")),
+]

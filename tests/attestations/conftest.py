@@ -41,12 +41,6 @@ def clean_cache():
 
 
 @pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    """PBKDF2's deliberate slowness costs a second per test here and tests nothing of ours."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture(autouse=True)
 def eager_celery():
     """Tasks sent on commit run in-process, so their emails land in mail.outbox."""
     previous = celery_app.conf.task_always_eager, celery_app.conf.task_eager_propagates

@@ -7,6 +7,7 @@ commit would be."""
 import functools
 import re
 import subprocess
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,15 +40,15 @@ MACHINE_PATH = re.compile(
 SKIPPED_SUFFIXES = {".gz", ".png", ".jpg", ".svg", ".ico", ".woff", ".woff2", ".sqlite3", ".whl"}
 
 
-def tracked_text_files() -> list[Path]:
-    names = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout.split(
+def tracked_text_files(root: Path = ROOT) -> list[Path]:
+    names = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, check=True).stdout.split(
         b"\0"
     )
     files = []
     for name in names:
         if not name:
             continue
-        path = ROOT / name.decode()
+        path = root / name.decode()
         if path.suffix in SKIPPED_SUFFIXES or not path.is_file():
             continue
         files.append(path)
@@ -55,7 +56,7 @@ def tracked_text_files() -> list[Path]:
 
 
 @functools.cache
-def _offending_in(path: Path, mtime_ns: int, size: int, pattern: re.Pattern) -> tuple[str, ...]:
+def _offending_in(path: Path, root: Path, mtime_ns: int, size: int, pattern: re.Pattern) -> tuple[str, ...]:
     """Cached by the file's mtime and size: the planted-line tests scan the tree several times."""
     try:
         text = path.read_text(encoding="utf-8")
@@ -64,28 +65,31 @@ def _offending_in(path: Path, mtime_ns: int, size: int, pattern: re.Pattern) -> 
     if not pattern.search(text):
         return ()
     return tuple(
-        f"{path.relative_to(ROOT)}:{number}: {line.strip()[:160]}"
+        f"{path.relative_to(root)}:{number}: {line.strip()[:160]}"
         for number, line in enumerate(text.splitlines(), 1)
         if pattern.search(line)
     )
 
 
-def offending_lines(pattern: re.Pattern, files: list[Path]) -> list[str]:
+def offending_lines(pattern: re.Pattern, files: list[Path], root: Path = ROOT) -> list[str]:
     found = []
     for path in files:
         stat = path.stat()
-        found.extend(_offending_in(path, stat.st_mtime_ns, stat.st_size, pattern))
+        found.extend(_offending_in(path, root, stat.st_mtime_ns, stat.st_size, pattern))
     return found
 
 
 def offending_lines_with_planted(pattern: re.Pattern, name: str, text: str) -> list[str]:
     """The offending lines of the tracked files with one more file, `tests/docs/<name>`, added to
-    the index as a commit would add it, and taken out again whatever happens."""
-    planted = ROOT / "tests" / "docs" / name
-    planted.write_text(text)
-    try:
-        subprocess.run(["git", "add", "--intent-to-add", str(planted)], cwd=ROOT, check=True)
-        return offending_lines(pattern, tracked_text_files())
-    finally:
-        subprocess.run(["git", "rm", "--cached", "-q", "--force", str(planted)], cwd=ROOT, check=False)
-        planted.unlink()
+    the index as a commit would add it. The file is planted in a repository of its own in a
+    temporary folder: the checkout and its index stay untouched, since parallel workers scan them
+    (and plant) at the same time."""
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        planted = root / "tests" / "docs" / name
+        planted.parent.mkdir(parents=True)
+        planted.write_text(text)
+        subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+        subprocess.run(["git", "add", "--intent-to-add", str(planted)], cwd=root, check=True)
+        found = offending_lines(pattern, tracked_text_files())
+        return found + offending_lines(pattern, tracked_text_files(root), root)

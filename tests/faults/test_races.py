@@ -34,11 +34,6 @@ def on_postgresql(db):
     needs_postgresql()
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def at_once(count: int, request) -> list:
     """Run `request(i)` in `count` threads released together; each thread's own connection is
     closed afterwards. Returns what each returned (or the exception it raised)."""

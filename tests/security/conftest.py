@@ -33,7 +33,6 @@ from tests.attestations.conftest import (  # noqa: F401 (autouse fixtures, share
     REFERENCE_ID,
     clean_cache,
     eager_celery,
-    fast_password_hashing,
     reference_slice,
 )
 from tests.conftest import make_user, moderators_group_ensure
