@@ -12,7 +12,7 @@ from django.conf import settings
 from django.core.cache import cache, caches
 
 from kernelindex.redis_cache import RedisCache
-from registry.cache import GENERATION_KEY, PAGE_PREFIX, generation, generation_bump
+from registry.cache import GENERATION_KEY, PAGE_PREFIX, generation, generation_bump, local_pages
 
 pytestmark = [
     pytest.mark.django_db,
@@ -69,6 +69,10 @@ def test_a_pickle_in_a_stored_page_is_not_run_and_the_page_is_rendered_again(cli
     for key in pages:
         raw.set(key, payload)
 
+    # This process serves its own copy, never reading the shared entry (registry.cache.local_pages).
+    assert (client.get("/").status_code, marker.exists()) == (200, False)
+    # Another web process, which holds no copy, reads the shared entry: refused, rendered again.
+    local_pages.clear()
     response = client.get("/")
 
     assert (response.status_code, response["X-Page-Cache"]) == (200, "miss")
