@@ -404,10 +404,7 @@ def _misses(figures: dict, model, cross: list, long_enough: list) -> None:
     )
     figures["repeat reruns"] = len(cross) - figures.get("first n", 0)
     ninety = verdict_model.Model(gpu=model.gpu, confidence=0.90, classes=model.classes)
-    figures["90% agree"] = verdict_model.verdicts(ninety, cross).count("agrees") / len(cross)
-    figures["90% shift 5% agree"] = verdict_model.verdicts(ninety, long_enough, shift=0.05).count(
-        "agrees"
-    ) / len(long_enough)
+    figures["90% agree"], figures["90% shift 5% agree"] = _agree_and_shifted(ninety, cross, long_enough)
     print(
         f"at the power cap: {len(capped)} reruns, {figures['inconclusive at the cap']} of the "
         f"{figures['inconclusive']} inconclusive ({figures['inconclusive under 0.1 ms']} under 0.1 ms), "
@@ -415,6 +412,13 @@ def _misses(figures: dict, model, cross: list, long_enough: list) -> None:
         f"{figures['repeat reruns']} repeat reruns; with a 90% interval {figures['90% agree']:.1%} agree, "
         f"{figures['90% shift 5% agree']:.1%} shifted by +5%"
     )
+
+
+def _agree_and_shifted(model, cross: list, long_enough: list) -> tuple[float, float]:
+    """The share of `cross` that agrees under `model`, and of `long_enough` shifted by +5%."""
+    agree = verdict_model.verdicts(model, cross).count("agrees") / len(cross)
+    shifted = verdict_model.verdicts(model, long_enough, shift=0.05).count("agrees") / len(long_enough)
+    return agree, shifted
 
 
 def _capped_and_slowed(state: dict) -> bool:
@@ -437,16 +441,11 @@ def _cap_by_clock(figures: dict, folder: Path) -> None:
     figures["cap named at the top clock"] = sum(
         (r.get("sm_clock_mhz") or 0) >= SLOWED_BELOW_MHZ for r in named
     )
-    rows = [row for row in shipped.reruns(folder, capped=_capped_and_slowed) if not row.host_bound]
-    model = verdict_model.fit(
-        [row.pair for row in shipped.reruns(folder, capped=_capped_and_slowed)], gpu=GPU
-    )
-    cross = [row.pair for row in rows if not row.pair.same_card]
+    every = shipped.reruns(folder, capped=_capped_and_slowed)
+    model = verdict_model.fit([row.pair for row in every], gpu=GPU)
+    cross = [row.pair for row in every if not row.host_bound and not row.pair.same_card]
     long_enough = [p for p in cross if p.old.median >= 0.1]
-    figures["slowed agree"] = verdict_model.verdicts(model, cross).count("agrees") / len(cross)
-    figures["slowed shift 5% agree"] = verdict_model.verdicts(model, long_enough, shift=0.05).count(
-        "agrees"
-    ) / len(long_enough)
+    figures["slowed agree"], figures["slowed shift 5% agree"] = _agree_and_shifted(model, cross, long_enough)
     print(
         f"the cap read as slowing the card (a limit named below {SLOWED_BELOW_MHZ:,} MHz): "
         f"{figures['cap named at the top clock']} of the {figures['cap named']} readings that name a limit "
