@@ -20,7 +20,7 @@ import json
 import time
 from functools import lru_cache
 
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from django.conf import settings
@@ -98,6 +98,24 @@ def worker_private_key() -> Ed25519PrivateKey:
     if not path or not settings.WORKER_NAME:
         raise SignatureRefused("WORKER_NAME and WORKER_KEY_FILE name this worker and its key")
     return _worker_key(path, os.stat(path).st_mtime)
+
+
+def worker_key_problem() -> str:
+    """Why this process could not sign a report, or "". A GPU worker without a usable key would
+    take jobs and have every claim refused, leaving them queued (registry/reruns/worker_startup.py
+    refuses to start one)."""
+    path = settings.WORKER_KEY_FILE
+    if not settings.WORKER_NAME or not path:
+        return "WORKER_NAME and WORKER_KEY_FILE must name this worker and its key (manage.py worker_key)"
+    try:
+        worker_private_key()
+    except OSError as exc:
+        return f"WORKER_KEY_FILE {path} cannot be read: {exc.strerror or exc}"
+    except (ValueError, TypeError, UnsupportedAlgorithm, SignatureRefused):
+        return (
+            f"WORKER_KEY_FILE {path} holds no unencrypted Ed25519 private key (manage.py worker_key generate)"
+        )
+    return ""
 
 
 # --- what the web tier signs: jobs and grants ---------------------------------------------------------
