@@ -17,6 +17,7 @@ import base64
 import binascii
 import hashlib
 import json
+import os
 import time
 from functools import lru_cache
 
@@ -92,23 +93,21 @@ def _worker_key(path: str, mtime: float) -> Ed25519PrivateKey:
 
 
 def worker_private_key() -> Ed25519PrivateKey:
-    import os
-
     path = settings.WORKER_KEY_FILE
     if not path or not settings.WORKER_NAME:
         raise SignatureRefused("WORKER_NAME and WORKER_KEY_FILE name this worker and its key")
-    return _worker_key(path, os.stat(path).st_mtime)
+    return private_key_load(path)
 
 
-def worker_key_problem() -> str:
-    """Why this process could not sign a report, or "". A GPU worker without a usable key would
-    take jobs and have every claim refused, leaving them queued (registry/reruns/worker_startup.py
-    refuses to start one)."""
-    path = settings.WORKER_KEY_FILE
-    if not settings.WORKER_NAME or not path:
-        return "WORKER_NAME and WORKER_KEY_FILE must name this worker and its key (manage.py worker_key)"
+def private_key_load(path) -> Ed25519PrivateKey:
+    """The Ed25519 private key in the PEM file `path`, read again only when the file changes."""
+    return _worker_key(str(path), os.stat(path).st_mtime)
+
+
+def private_key_problem(path) -> str:
+    """Why the file `path` holds no private key a worker can sign with, or ""."""
     try:
-        worker_private_key()
+        private_key_load(path)
     except OSError as exc:
         return f"WORKER_KEY_FILE {path} cannot be read: {exc.strerror or exc}"
     except (ValueError, TypeError, UnsupportedAlgorithm, SignatureRefused):
@@ -116,6 +115,15 @@ def worker_key_problem() -> str:
             f"WORKER_KEY_FILE {path} holds no unencrypted Ed25519 private key (manage.py worker_key generate)"
         )
     return ""
+
+
+def worker_key_problem() -> str:
+    """Why this process could not sign a report, or "". A GPU worker without a usable key would
+    take jobs and have every claim refused, leaving them queued (registry/reruns/worker_startup.py
+    refuses to start one)."""
+    if not settings.WORKER_NAME or not settings.WORKER_KEY_FILE:
+        return "WORKER_NAME and WORKER_KEY_FILE must name this worker and its key (manage.py worker_key)"
+    return private_key_problem(settings.WORKER_KEY_FILE)
 
 
 # --- what the web tier signs: jobs and grants ---------------------------------------------------------

@@ -12,6 +12,7 @@ from pathlib import Path
 from django.conf import settings
 
 from registry.reruns.harness import local_gpus
+from registry.reruns.models import WorkerKey
 from registry.reruns.services import signing, worker_key_register
 
 MULTICAST_OFF = {
@@ -44,13 +45,17 @@ def _time_limits(job_timeout_s: float) -> dict:
 
 def worker_identity(*, gpu_slug: str, gpus: int, folder: Path) -> dict:
     """The environment naming the fleet's GPU workers and their key: none where this process's
-    environment names them (WORKER_NAME, WORKER_KEY_FILE), else a key made here, in `folder`, and
-    registered for this GPU model and the host's cards (the sweep runs the whole pipeline on its
-    host, so it stands where the operator running `manage.py worker_key` would; docs/deploy.md).
-    Without it a worker refuses every job it claims: it has nothing to sign its reports with."""
+    environment names them (WORKER_NAME, WORKER_KEY_FILE); else the sweep's own key in `folder`,
+    reused while it is still registered as it was made (`_reusable_key`), or a new one made there
+    and registered for this GPU model and the host's cards (the sweep runs the whole pipeline on
+    its host, so it stands where the operator running `manage.py worker_key` would;
+    docs/deploy.md). Without it a worker refuses to start: it has nothing to sign its reports with."""
     if settings.WORKER_NAME and settings.WORKER_KEY_FILE:
         return {}
     cards = [] if gpu_slug == "cpu" else [uuid for _, uuid in local_gpus()[:gpus] if uuid]
+    for key in sorted(folder.glob(f"sweep-{gpu_slug}-*.key")):
+        if _reusable_key(key, gpu_slug=gpu_slug, cards=cards):
+            return {"WORKER_NAME": key.stem, "WORKER_KEY_FILE": str(key)}
     name = f"sweep-{gpu_slug}-{secrets.token_hex(4)}"
     folder.mkdir(parents=True, exist_ok=True)
     key = folder / f"{name}.key"
@@ -61,6 +66,18 @@ def worker_identity(*, gpu_slug: str, gpus: int, folder: Path) -> dict:
         name=name, gpu_slug=gpu_slug, public_key=public, cards=cards, note="controlled_sweep's own workers"
     )
     return {"WORKER_NAME": name, "WORKER_KEY_FILE": str(key)}
+
+
+def _reusable_key(path: Path, *, gpu_slug: str, cards: list[str]) -> bool:
+    """Whether a key file an earlier sweep made can sign for this one: it holds an Ed25519 key,
+    whose public half is registered under the file's name for this GPU model, unrevoked, with
+    every card this sweep uses (a sweep on more cards than before registers a new key)."""
+    registered = WorkerKey.objects.filter(name=path.stem, gpu_slug=gpu_slug, revoked_at__isnull=True).first()
+    if registered is None or not set(cards) <= set(registered.cards):
+        return False
+    if signing.private_key_problem(path):
+        return False
+    return signing.public_key_text(signing.private_key_load(path)) == registered.public_key
 
 
 class Fleet:
