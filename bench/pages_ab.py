@@ -22,10 +22,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common  # noqa: E402
-from bench.run import prime  # noqa: E402
 from bench.servers import port_free  # noqa: E402
-from bench.signed_in import production, production_env, registry, rows_against_floor  # noqa: E402
-from bench.sustained import ANONYMOUS, GOALS, page_paths, targets  # noqa: E402
+from bench.signed_in import production, production_env  # noqa: E402
+from bench.sustained import pages_ready, rows_with_goals, signed_in_registry  # noqa: E402
 
 
 def other_server(other: Path, url: str, args):
@@ -51,23 +50,14 @@ def main() -> None:
         if not port_free(port):
             raise SystemExit(f"port {port} is taken")
     other = args.other.resolve()
-    url = registry(everything=True)
-    cookies = {
-        role: common.task(url, "session", f"bench-{role}", role)["cookie"]
-        for role in ("contributor", "moderator")
-    }
+    url, cookies = signed_in_registry()
     load_start = os.getloadavg()
     with production(url, args.port) as (base, _):
         prod, env = other_server(other, url, args)
         subprocess.run([*prod, "up", "--port", str(args.other_port)], cwd=other, env=env, check=True)
         try:
             bases = {"this checkout": base, "other checkout": f"http://127.0.0.1:{args.other_port}"}
-            paths, largest = page_paths(url, base)
-            chosen = targets(paths, cookies)
-            for side_base in bases.values():
-                for page_paths_, headers in chosen.values():
-                    common.wrk(side_base, page_paths_, seconds=1, connections=4, headers=headers)
-                prime(side_base, [path for page in ANONYMOUS for path in paths[page]])
+            _, largest, chosen = pages_ready(url, base, cookies, list(bases.values()))
             samples = {side: {name: [] for name in chosen} for side in bases}
             for number in range(args.rounds):
                 order = list(bases) if number % 2 == 0 else list(reversed(bases))
@@ -78,14 +68,7 @@ def main() -> None:
                         )
         finally:
             subprocess.run([*prod, "down"], cwd=other, env=env, check=False)
-    tables = {}
-    for side in bases:
-        rows = rows_against_floor(samples[side])
-        for row in rows:
-            goal = GOALS.get(row["page"])
-            row["goal %"] = goal if goal is not None else "-"
-            row["held"] = "-" if goal is None else ("yes" if row["% of floor rps"] >= goal else "no")
-        tables[side] = rows
+    tables = {side: rows_with_goals(samples[side]) for side in bases}
     common.report(
         "pages-ab",
         f"This checkout and {other.name} side by side, production shape, pages against each one's floor "

@@ -76,6 +76,14 @@ def registry(everything: bool = False) -> str:
     return url
 
 
+def role_cookies(url: str) -> dict[str, str]:
+    """A session cookie for a contributor and for a moderator of the registry at `url`."""
+    return {
+        role: common.task(url, "session", f"bench-{role}", role)["cookie"]
+        for role in ("contributor", "moderator")
+    }
+
+
 def production_env(url: str, gunicorn_args: str = "") -> dict:
     """What scripts/prod.py starts with: the bench's settings module and secret (so one session
     serves both shapes), production's own broker, log level and connection age."""
@@ -233,10 +241,7 @@ def main() -> None:
     if not port_free(args.port):
         raise SystemExit(f"port {args.port} is taken: pick another with --port")
     url = registry()
-    cookies = {
-        role: common.task(url, "session", f"bench-{role}", role)["cookie"]
-        for role in ("contributor", "moderator")
-    }
+    cookies = role_cookies(url)
     print(f"load average at start: {os.getloadavg()}", flush=True)
     if not args.no_pages:
         bench_shapes(url, cookies, args)

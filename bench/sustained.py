@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import common  # noqa: E402
 from bench.run import prime  # noqa: E402
 from bench.servers import port_free  # noqa: E402
-from bench.signed_in import production, registry, rows_against_floor  # noqa: E402
+from bench.signed_in import production, registry, role_cookies, rows_against_floor  # noqa: E402
 
 ANONYMOUS = [
     "home",
@@ -78,6 +78,37 @@ def targets(paths: dict, cookies: dict) -> dict:
     return found
 
 
+def signed_in_registry() -> tuple[str, dict[str, str]]:
+    """Everything that ships, in BENCH_PG_PREFIX's database (loaded once, then reused), and a
+    session cookie for each signed-in role: what this script and bench/pages_ab.py measure."""
+    url = registry(everything=True)
+    return url, role_cookies(url)
+
+
+def pages_ready(url: str, base: str, cookies: dict, servers: list[str]) -> tuple[dict, dict, dict]:
+    """The pages measured (found on `base`) and each row's (paths, headers), with every server in
+    `servers` warmed (imports, connections and sessions: one wrk second per row) and its anonymous
+    pages primed (stored), so that the measured rounds see a steady server. Returns (paths,
+    the largest kernel page, rows)."""
+    paths, largest = page_paths(url, base)
+    chosen = targets(paths, cookies)
+    for server in servers:
+        for page_paths_, headers in chosen.values():
+            common.wrk(server, page_paths_, seconds=1, connections=4, headers=headers)
+        prime(server, [path for page in ANONYMOUS for path in paths[page]])
+    return paths, largest, chosen
+
+
+def rows_with_goals(samples: dict) -> list[dict]:
+    """The rows against the floor, each with its goal (issue 38) and whether it held."""
+    rows = rows_against_floor(samples)
+    for row in rows:
+        goal = GOALS.get(row["page"])
+        row["goal %"] = goal if goal is not None else "-"
+        row["held"] = "-" if goal is None else ("yes" if row["% of floor rps"] >= goal else "no")
+    return rows
+
+
 def against_floor(base: str, chosen: dict, args) -> list[dict]:
     samples = {name: [] for name in chosen}
     for _ in range(args.rounds):
@@ -85,12 +116,7 @@ def against_floor(base: str, chosen: dict, args) -> list[dict]:
             samples[name].append(
                 common.wrk(base, page_paths_, seconds=args.seconds, connections=4, headers=headers)
             )
-    rows = rows_against_floor(samples)
-    for row in rows:
-        goal = GOALS.get(row["page"])
-        row["goal %"] = goal if goal is not None else "-"
-        row["held"] = "-" if goal is None else ("yes" if row["% of floor rps"] >= goal else "no")
-    return rows
+    return rows_with_goals(samples)
 
 
 def wrk_process(base: str, paths: list[str], *, seconds: int, connections: int, headers=None):
@@ -177,18 +203,10 @@ def main() -> None:
     args = parser.parse_args()
     if not port_free(args.port):
         raise SystemExit(f"port {args.port} is taken: pick another with --port")
-    url = registry(everything=True)
-    cookies = {
-        role: common.task(url, "session", f"bench-{role}", role)["cookie"]
-        for role in ("contributor", "moderator")
-    }
+    url, cookies = signed_in_registry()
     load_start = os.getloadavg()
     with production(url, args.port) as (base, log):
-        paths, largest = page_paths(url, base)
-        chosen = targets(paths, cookies)
-        for page_paths_, headers in chosen.values():  # imports, connections and sessions warm
-            common.wrk(base, page_paths_, seconds=1, connections=4, headers=headers)
-        prime(base, [path for page in ANONYMOUS for path in paths[page]])
+        paths, largest, chosen = pages_ready(url, base, cookies, [base])
         print("pages against the floor, before ...", flush=True)
         before = against_floor(base, chosen, args)
         print(f"sustained load for {args.minutes:g} minutes ...", flush=True)
