@@ -5,6 +5,9 @@ has just measured it (`measured_run_from_job`) or the controlled-run loader read
 that another installation exported.
 """
 
+from dataclasses import dataclass
+from datetime import UTC
+
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -162,23 +165,76 @@ def measured_run_create(**fields) -> BenchmarkRun:
     return created
 
 
-def measured_run_from_job(*, job: RerunJob) -> BenchmarkRun:
-    """The `measured` run of a finished measure job: its specs and manifest built from what the
-    worker measured and captured. Called by the recorder, inside its transaction."""
+@dataclass(frozen=True)
+class MeasuredDescription:
+    """What the source of a measured workload says of the run: its spec rows' fields and the
+    run's own names. The rerun harness's jobs (Liger's workloads) are described here, through the
+    plug-in (`rerun_description`); KernelBench's own measurements describe theirs
+    (registry/sources/kernelbench/measurements.py)."""
+
+    implementation: dict
+    protocol: dict
+    environment: dict
+    external_id: str
+    upstream_key: str
+    labels: dict
+    correctness_note: str
+    # Whether the manifest's results repeat the source metrics beside the median, p20 and p80 (the
+    # rerun harness's runs do; KernelBench's measurements were recorded without, and a digest
+    # never changes).
+    results_name_source_metrics: bool = True
+
+
+def measured_run_from_job(*, job: RerunJob, description: MeasuredDescription | None = None) -> BenchmarkRun:
+    """The `measured` run of a finished measure job: its manifest and digest built from what the
+    worker measured and captured and from how its source describes it (by default the rerun
+    harness's source, `rerun_description`). Called inside its caller's transaction (the
+    recorder's, or KernelBench's measurement record)."""
+    described = description or rerun_description(job)
     source = controlled_source()
-    implementation, environment = _implementation_and_environment(job)
-    protocol = _protocol_fields(job)
-    run = _run_fields(job, protocol, environment)
-    run["manifest"] = _manifest(job, run, source, implementation, protocol, environment)
+    run = _run_fields(job, described)
+    run["manifest"] = _manifest(job, run, source, described)
     run["digest"] = digests.digest(run["manifest"])
     return measured_run_create(
         source=source,
         kernel=job.kernel,
         workload=job.workload,
-        implementation=implementation,
-        protocol=protocol,
-        environment=environment,
+        implementation=described.implementation,
+        protocol=described.protocol,
+        environment=described.environment,
         run={**run, "evidence_level": EvidenceLevel.MEASURED},
+    )
+
+
+def rerun_description(job: RerunJob) -> MeasuredDescription:
+    """How the rerun harness's source (Liger's, through the plug-in) describes a job's run."""
+    implementation, environment = _implementation_and_environment(job)
+    observed_at = _observed_at(job)
+    captured = job.environment
+    pass_segment = job.operation_mode if job.metric == "latency" else f"{job.operation_mode}-{job.metric}"
+    return MeasuredDescription(
+        implementation=implementation,
+        protocol=_protocol_fields(job),
+        environment=environment,
+        external_id="/".join(
+            [
+                job.kernel.slug,
+                pass_segment,
+                job.provider,
+                job.gpu_slug,
+                job.workload.slug,
+                f"{observed_at:%Y-%m-%d-%H-%M-%S}-job{job.pk}",
+            ]
+        ),
+        upstream_key=digests.digest(
+            [job.kernel.slug, job.provider, job.operation_mode, job.metric, job.workload.digest, job.gpu_slug]
+        ),
+        labels={
+            "job": job.pk,
+            **({"liger_version": str(captured["liger_kernel"])} if captured.get("liger_kernel") else {}),
+        },
+        correctness_note="The harness times the upstream benchmark functions; it does not compare "
+        "outputs with a reference.",
     )
 
 
@@ -199,10 +255,11 @@ def _implementation_and_environment(job: RerunJob) -> tuple[dict, dict]:
     return fields["implementation"], fields["environment"]
 
 
-def _run_fields(job: RerunJob, protocol: dict, environment: dict) -> dict:
-    captured = job.environment
-    observed_at = job.finished_at.replace(microsecond=0)
-    pass_segment = job.operation_mode if job.metric == "latency" else f"{job.operation_mode}-{job.metric}"
+def _observed_at(job: RerunJob):
+    return job.finished_at.replace(microsecond=0)
+
+
+def _run_fields(job: RerunJob, described: MeasuredDescription) -> dict:
     return {
         "operation_mode": job.operation_mode,
         "metric": job.metric,
@@ -215,51 +272,42 @@ def _run_fields(job: RerunJob, protocol: dict, environment: dict) -> dict:
             f"{job.unit}_50": job.median,
             f"{job.unit}_80": job.p80,
         },
-        "observed_at": observed_at,
+        "observed_at": _observed_at(job),
         "source_status": "not asserted",
-        "correctness_note": "The harness times the upstream benchmark functions; it does not compare "
-        "outputs with a reference.",
-        "external_id": "/".join(
-            [
-                job.kernel.slug,
-                pass_segment,
-                job.provider,
-                job.gpu_slug,
-                job.workload.slug,
-                f"{observed_at:%Y-%m-%d-%H-%M-%S}-job{job.pk}",
-            ]
-        ),
-        "upstream_key": digests.digest(
-            [job.kernel.slug, job.provider, job.operation_mode, job.metric, job.workload.digest, job.gpu_slug]
-        ),
-        "labels": {
-            "job": job.pk,
-            **({"liger_version": str(captured["liger_kernel"])} if captured.get("liger_kernel") else {}),
-        },
+        "correctness_note": described.correctness_note,
+        "external_id": described.external_id,
+        "upstream_key": described.upstream_key,
+        "labels": described.labels,
         "comparison_key": digests.comparison_key(
             kernel=job.kernel.slug,
             operation_mode=job.operation_mode,
             metric=job.metric,
             workload_digest=job.workload.digest,
-            family=protocol["comparability_family"],
-            gpu=environment["product"],
+            family=described.protocol["comparability_family"],
+            gpu=described.environment["product"],
         ),
     }
 
 
-def _manifest(job, run, source, implementation, protocol, environment) -> dict:
-    manifest = digests.run_manifest(
-        run=run,
+def _manifest(job: RerunJob, run: dict, source: Source, described: MeasuredDescription) -> dict:
+    results = digests.median_results(run)
+    if not described.results_name_source_metrics:
+        del results["sourceMetrics"]
+    results["samples"] = job.samples
+    if job.ci_low is not None:
+        results["medianInterval95"] = [job.ci_low, job.ci_high]
+    implementation, protocol, environment = (
+        described.implementation,
+        described.protocol,
+        described.environment,
+    )
+    return digests.run_manifest(
+        run={**run, "observed_at": run["observed_at"].astimezone(UTC)},
         kernel=job.kernel.slug,
-        results=digests.median_results(run),
+        results=results,
         source={"name": source.name, "url": source.url, "license": source.license},
         implementation=(implementation["spec"], implementation["digest"]),
         workload=(job.workload.spec, job.workload.digest),
         protocol=(protocol["spec"], protocol["digest"]),
         environment=(environment["spec"], environment["digest"], environment["slug"]),
     )
-    results = manifest["items"][0]["spec"]["results"]
-    results["samples"] = job.samples
-    if job.ci_low is not None:
-        results["medianInterval95"] = [job.ci_low, job.ci_high]
-    return manifest

@@ -26,7 +26,7 @@ from django.utils.text import slugify
 
 from registry import digests
 from registry.cache import generation_bump
-from registry.models import BenchmarkRun, EvidenceLevel
+from registry.models import BenchmarkRun
 from registry.reruns.harness.timing import protocol_core
 from registry.services.imports import ImportRejected
 from registry.sources.kernelbench import importer, protocols
@@ -72,56 +72,34 @@ def kernelbench_measurement_record(
     *, of: BenchmarkRun, implementation: str, result: dict, timing_settings: dict, device: str = "cpu"
 ) -> BenchmarkRun:
     """Record a harness result for the workload of the KernelBench run `of`: a finished measure
-    job holding the raw samples, and the `measured` controlled run it made, in one transaction."""
-    from registry.reruns.services.measured_run import controlled_source, measured_run_create
+    job holding the raw samples, and the `measured` controlled run it made (through the recorder's
+    own `measured_run_from_job`), in one transaction."""
+    from registry.reruns.services.measured_run import MeasuredDescription, measured_run_from_job
 
     finished = _finished_at(result)
     protocol_spec = harness_protocol(device, timing_settings)
     slug = "cpu" if device == "cpu" else slugify(result["environment"].get("gpu_name") or "")
     job = _measure_job_create(of, implementation, result, protocol_spec, slug, finished)
-    source = controlled_source()
-    environment = _environment(device, result["environment"])
     protocol = {
         **digests.protocol_row(
             protocol_spec, slug=f"{protocol_spec['name']}-kernelbench", statistic="median"
         ),
         "digest": digests.digest(protocol_spec),
     }
-    impl = importer.implementation_fields(
-        of.kernel.slug, FILE_KEYS[implementation], revision=str(result["environment"].get("torch", ""))
-    )
-    comparison_key = digests.comparison_key(
-        kernel=of.kernel.slug,
-        operation_mode=of.operation_mode,
-        metric=of.metric,
-        workload_digest=of.workload.digest,
-        family=protocol["comparability_family"],
-        gpu=environment["product"],
-    )
-    run = _run_fields(of, implementation, result, finished, job.pk, comparison_key, slug)
-    results = {k: result[k] for k in ("median", "p20", "p80", "samples")}
-    if result.get("ci_low") is not None:
-        results["medianInterval95"] = [result["ci_low"], result["ci_high"]]
-    run["manifest"] = importer.manifest_of(
-        run,
-        {"slug": of.kernel.slug},
-        impl,
-        {"spec": of.workload.spec, "digest": of.workload.digest},
-        protocol,
-        environment,
-        source={"name": source.name, "url": source.url, "license": source.license},
-        results=results,
-    )
-    run["digest"] = digests.digest(run["manifest"])
-    created = measured_run_create(
-        source=source,
-        kernel=of.kernel,
-        workload=of.workload,
-        implementation=impl,
+    description = MeasuredDescription(
+        implementation=importer.implementation_fields(
+            of.kernel.slug, FILE_KEYS[implementation], revision=str(result["environment"].get("torch", ""))
+        ),
         protocol=protocol,
-        environment=environment,
-        run={**run, "evidence_level": EvidenceLevel.MEASURED},
+        environment=_environment(device, result["environment"]),
+        external_id=f"{of.kernel.slug}/{implementation}/{slug}/{of.workload.slug}/"
+        f"{finished:%Y-%m-%d-%H-%M-%S}-job{job.pk}",
+        upstream_key=digests.digest([of.kernel.slug, implementation, of.workload.digest, slug]),
+        labels={"job": job.pk},
+        correctness_note="The harness times the problem's reference; it compares no outputs.",
+        results_name_source_metrics=False,
     )
+    created = measured_run_from_job(job=job, description=description)
     job.result_run = created
     job.save(update_fields=["result_run"])
     generation_bump()
@@ -192,25 +170,6 @@ def _environment(device: str, captured: dict) -> dict:
         "software": spec["software"],
         "spec": spec,
         "digest": digests.digest(spec),
-    }
-
-
-def _run_fields(of, implementation, result, finished, job_pk, comparison_key, slug) -> dict:
-    return {
-        "operation_mode": of.operation_mode,
-        "metric": of.metric,
-        "unit": "ms",
-        "median": result["median"],
-        "p20": result["p20"],
-        "p80": result["p80"],
-        "source_metrics": {"ms_20": result["p20"], "ms_50": result["median"], "ms_80": result["p80"]},
-        "observed_at": finished,
-        "source_status": "not asserted",
-        "correctness_note": "The harness times the problem's reference; it compares no outputs.",
-        "external_id": f"{of.kernel.slug}/{implementation}/{slug}/{of.workload.slug}/{finished:%Y-%m-%d-%H-%M-%S}-job{job_pk}",
-        "upstream_key": digests.digest([of.kernel.slug, implementation, of.workload.digest, slug]),
-        "labels": {"job": job_pk},
-        "comparison_key": comparison_key,
     }
 
 
