@@ -10,6 +10,7 @@ from pathlib import Path
 from registry.reruns.kit import build
 
 ROOT = Path(__file__).resolve().parents[2]
+HARNESS = ROOT / "registry" / "reruns" / "harness"
 
 
 def shipped_modules() -> list[str]:
@@ -37,9 +38,23 @@ def django_loaded_by(modules: list[str]) -> list[str]:
     return json.loads(out.stdout)
 
 
+def harness_modules() -> list[str]:
+    """Every module of the harness package, those the kit does not ship included (the GPU side's
+    distributed and CPU Triton runs), and the GPU side of KernelBench's measurements."""
+    names = [f"registry.reruns.harness.{path.stem}" for path in sorted(HARNESS.glob("*.py"))]
+    names = [name.removesuffix(".__init__") for name in names]
+    return [*names, "registry.sources.kernelbench.harness", "registry.sources.kernelbench.gpu_sweep"]
+
+
 def test_the_harness_and_the_kit_import_no_django():
     modules = shipped_modules()
     assert "registry.reruns.harness.timing" in modules and "registry.stats.medians" in modules
+    assert django_loaded_by(modules) == []
+
+
+def test_no_module_of_the_harness_imports_django():
+    modules = harness_modules()
+    assert {"registry.reruns.harness.distributed", "registry.reruns.harness.runner"} <= set(modules)
     assert django_loaded_by(modules) == []
 
 
