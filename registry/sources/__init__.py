@@ -32,9 +32,13 @@ class SourcePlugin:
     # "module:function" taking a search query and returning a Q over Kernel (or None): how the
     # source's own names for its kernels are found (KernelBench: "L1 #19", "19_ReLU.py").
     kernel_search: str = ""
-    # "module:function" taking (workload, operation_mode) and returning {bytes, flops, live_bytes,
-    # dtype}, {reason}, or None for a workload not the source's: its speed-of-light count.
+    # "module:function" taking (workload, operation_mode, kernel=the kernel's slug) and returning
+    # {bytes, flops, live_bytes, dtype}, {reason}, or None for a workload it does not count: its
+    # speed-of-light count (registry/speed_of_light.py).
     work_counter: str = ""
+    # "module:name" of the kernel slugs the counter has a formula for by name (Liger's `WORK`), which
+    # the speed-of-light report lists as countable whether or not a run of theirs was counted.
+    work_kernels: str = ""
     # The source whose workloads the rerun app's jobs measure (Liger's, through the rerun harness,
     # registry/reruns/harness/) names two functions here; "" for a source the jobs do not measure.
     # "module:function" taking (job, software=, on_cpu=) and returning {"implementation": fields,
@@ -59,8 +63,10 @@ class SourcePlugin:
     def rerun_targets_load(self):
         return _named(self.rerun_targets_loader)()
 
-    def work_of(self, workload, operation_mode: str):
-        return _named(self.work_counter)(workload, operation_mode) if self.work_counter else None
+    def work_of(self, workload, operation_mode: str, *, kernel: str):
+        if not self.work_counter:
+            return None
+        return _named(self.work_counter)(workload, operation_mode, kernel=kernel)
 
     def kernels_matching(self, query: str):
         return _named(self.kernel_search)(query) if self.kernel_search else None
@@ -115,13 +121,19 @@ def kernels_matching(query: str):
     return found
 
 
-def work_counted(workload, operation_mode: str) -> dict | None:
-    """A source's own count of a workload's least bytes and FLOPs (speed of light), or None."""
+def work_counted(workload, operation_mode: str, *, kernel: str) -> dict | None:
+    """The first registered source's count of a workload's least bytes and FLOPs (speed of
+    light), in load order, or None where no source counts it."""
     for plugin in plugins():
-        found = plugin.work_of(workload, operation_mode)
+        found = plugin.work_of(workload, operation_mode, kernel=kernel)
         if found is not None:
             return found
     return None
+
+
+def work_kernels() -> set[str]:
+    """The kernels some source has a speed-of-light formula for by name."""
+    return {slug for plugin in plugins() if plugin.work_kernels for slug in _named(plugin.work_kernels)}
 
 
 def work_counter_files() -> list[Path]:

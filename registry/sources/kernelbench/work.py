@@ -32,8 +32,9 @@ def _name(workload) -> str:
     return re.sub(r"^\d+_", "", file.removesuffix(".py")).lower().strip("_")
 
 
-def count(workload, operation_mode: str) -> dict | None:
-    """{bytes, flops, live_bytes, dtype}, {reason}, or None for a workload not KernelBench's."""
+def count(workload, operation_mode: str, *, kernel: str = "") -> dict | None:
+    """{bytes, flops, live_bytes, dtype}, {reason}, or None for a workload not KernelBench's (known
+    by its problem file, whatever the kernel's slug)."""
     problem = workload.spec.get("problem") if isinstance(workload.spec, dict) else None
     if not problem:
         return None

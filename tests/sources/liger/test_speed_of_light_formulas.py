@@ -1,12 +1,16 @@
-"""Each kernel's formula against a count done by hand for one workload of the bundled data.
+"""Each kernel's formula (Liger's speed-of-light count, registry/sources/liger/work.py) against a
+count done by hand for one workload of the bundled data.
 
 The hand counts are written out here as the tensors they come from (shapes after
 liger-kernel 0.8.5's benchmark/scripts/benchmark_<kernel>.py), not by calling the module's
 helpers: s is the dtype's bytes, an int64 index is 8 bytes."""
 
+from types import SimpleNamespace
+
 import pytest
 
-from registry.speed_of_light import BACKWARD_IN_FORWARD, WORK, count
+from registry import speed_of_light
+from registry.sources.liger.work import BACKWARD_IN_FORWARD, WORK, count
 
 BF16, FP32 = 2, 4
 # Reference workload: x [8, 8192, 4096], w_gate and w_up [11008, 4096], w_down [4096, 11008].
@@ -327,8 +331,18 @@ class TestWhatIsNotCounted:
         parameters = {"B": 4, "T": 512, "BT": 2048, "H": 1024, "V": 4096, "S": 512, "TP": 1}
         assert count(kernel, parameters, "bf16", "backward") == {"reason": BACKWARD_IN_FORWARD}
 
-    def test_a_kernel_without_a_formula_says_so(self):
-        assert "no formula for attn_res" in count("attn_res", {"T": 1}, "bf16", "forward")["reason"]
+    def test_a_kernel_without_a_formula_is_left_to_the_other_sources_and_then_says_so(self, db):
+        assert count("attn_res", {"T": 1}, "bf16", "forward") is None
+        workload = SimpleNamespace(parameters={"T": 1}, dtype="bf16", tensors=[], spec={})
+        sol = speed_of_light.verdict(
+            kernel="attn_res",
+            workload=workload,
+            operation_mode="forward",
+            metric="latency",
+            median=1.0,
+            gpu_slug="nvidia-h200",
+        )
+        assert sol == {"countable": False, "reason": "no formula for attn_res: its work is not counted"}
 
     def test_a_workload_missing_a_shape_says_which(self):
         assert count("geglu", {"bsz": 8, "hidden_size": 64}, "bf16", "forward") == {
