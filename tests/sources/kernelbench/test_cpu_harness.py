@@ -13,6 +13,7 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.test import Client, override_settings
 
+from registry import digests
 from registry.integrity import registry_verify
 from registry.models import BenchmarkRun, EvidenceLevel
 from registry.sources.kernelbench.history import versions
@@ -69,6 +70,17 @@ def test_a_small_level_1_problem_is_measured_on_the_cpu_and_recorded(small_probl
     assert len(job.samples) >= 30 and job.p20 <= job.median <= job.p80
     assert job.upstream["num_trials"] == 100 and job.upstream["mean"] > 0
     assert measured.manifest["items"][0]["spec"]["results"]["samples"] == job.samples
+    # Written by the recorder's measured_run_from_job from KernelBench's description: the results
+    # as KernelBench's measurements were always stated (no source metrics repeated), so the
+    # shipped ones keep their digests.
+    results = measured.manifest["items"][0]["spec"]["results"]
+    assert set(results) == {"median", "p20", "p80", "samples", "medianInterval95"}
+    assert results["medianInterval95"] == [job.ci_low, job.ci_high]
+    assert measured.manifest["items"][0]["metadata"]["labels"] == {"job": job.pk}
+    assert measured.external_id.endswith(f"-job{job.pk}") and measured.external_id.startswith(
+        f"{of.kernel.slug}/eager/cpu/"
+    )
+    assert measured.digest == digests.digest(measured.manifest)
     assert list(registry_verify()) == []
     page = measured.get_absolute_url()
     assert "upstream" in capsys.readouterr().out
