@@ -176,9 +176,20 @@ class TestAdmin:
 class TestCommands:
     def test_gpu_worker_command_names_the_gpu_models_queue(self, capsys):
         call_command("gpu_worker_command", gpu="nvidia-h200")
-        out = capsys.readouterr().out
+        out, err = capsys.readouterr()
         assert "celery -A kernelindex worker -Q gpu.nvidia-h200 " in out
         assert "--prefetch-multiplier 1" in out
+        assert err == ""  # the test worker's key is usable
+
+    def test_gpu_worker_command_says_when_the_worker_would_refuse_to_start(self, capsys, settings):
+        settings.WORKER_KEY_FILE = ""
+        call_command("gpu_worker_command", gpu="nvidia-h200")
+        captured = capsys.readouterr()
+        assert "celery -A kernelindex worker -Q gpu.nvidia-h200 " in captured.out
+        assert captured.err.strip() == (
+            "This worker will refuse to start: WORKER_NAME and WORKER_KEY_FILE must name this worker "
+            "and its key (manage.py worker_key)."
+        )
 
     def test_reconcile_jobs_reports_what_it_did(self, capsys, db):
         call_command("reconcile_jobs")

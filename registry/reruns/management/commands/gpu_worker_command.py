@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand
 
 from registry.reruns.services import CPU_SLUG
+from registry.reruns.services.signing import worker_key_problem
 
 
 class Command(BaseCommand):
@@ -21,6 +22,9 @@ class Command(BaseCommand):
         queues = [f"gpu.{gpu}"] + (["default"] if with_default else [])
         if gpu == CPU_SLUG:
             self.stderr.write("No CUDA GPU here: this worker takes CPU jobs (gpu.cpu) only.")
+        problem = worker_key_problem()
+        if problem:  # the worker would refuse to start (registry/reruns/worker_startup.py)
+            self.stderr.write(f"This worker will refuse to start: {problem}.")
         # One job at a time per GPU, one message reserved: a long job never holds a second one.
         self.stdout.write(
             f"celery -A kernelindex worker -Q {','.join(queues)} -c 1 --prefetch-multiplier 1 "
