@@ -1,11 +1,12 @@
 """In-process time of one page, split into SQL and the rest: the Django test client, production
 settings (bench.common.django_env), every URL of the page once to warm, then `rounds` passes.
 
-    cd <checkout> && python <this file> <page> [rounds]     (page: a key of task.page_paths)
+    cd CHECKOUT && python bench/page_timing.py PAGE [ROUNDS]     (PAGE: a key of task.page_paths)
 
 It imports Django and the registry from the current directory, so the same script times two
 checkouts (before and after a change) against the same database, alternately."""
 
+import argparse
 import json
 import os
 import statistics
@@ -14,16 +15,23 @@ import time
 
 sys.path.insert(0, os.getcwd())
 
-import django  # noqa: E402
 
-django.setup()
-
-from django.db import connection  # noqa: E402
-from django.test import Client  # noqa: E402
-from django.test.utils import CaptureQueriesContext  # noqa: E402
+def arguments() -> argparse.Namespace:
+    """Parsed before Django is set up, so that a wrong argument is named without a database."""
+    parser = argparse.ArgumentParser(description="In-process time of one page, SQL and the rest.")
+    parser.add_argument("page", help="a key of bench.task.page_paths, e.g. 'kernel page'")
+    parser.add_argument("rounds", type=int, nargs="?", default=1, help="passes over the page's URLs")
+    return parser.parse_args()
 
 
 def main(page: str, rounds: int) -> dict:
+    import django
+
+    django.setup()
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
     from bench.task import page_paths  # the checkout's own list of URLs
 
     paths = page_paths(per_page=20)[page]
@@ -49,4 +57,5 @@ def main(page: str, rounds: int) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 1)), flush=True)
+    args = arguments()
+    print(json.dumps(main(args.page, args.rounds)), flush=True)

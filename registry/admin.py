@@ -213,7 +213,9 @@ def search_with_id(admin_super, request, queryset, search_term, field: str):
 
 
 @admin.register(SourceSync)
-class SourceSyncAdmin(admin.ModelAdmin):
+class SourceSyncAdmin(AuditedAdmin):
+    """Read-only rows; a superuser may still delete them, and that is recorded like any admin change."""
+
     list_display = ["started_at", "source_slug", "release", "status", "finished_at", "notified_at"]
     list_filter = ["status", "source_slug"]
     search_fields = ["release", "archive_digest", "error"]

@@ -13,6 +13,7 @@ from django.contrib.sessions.backends.db import SessionStore
 from django.db.models import Count
 from django.urls import reverse
 
+from attestations import services as attestation_services
 from registry.models import BenchmarkRun, Change, Kernel
 from registry.reruns.controlled import BUNDLED_CONTROLLED_DIR, controlled_runs_load
 from registry.sources.liger.services import bundled_data_load
@@ -83,13 +84,28 @@ def site_pages() -> list[str]:
     ]
 
 
-def admin_pages() -> list[str]:
+def admin_pages(contributor) -> list[str]:
+    """The moderator's pages: the home with the queues, each queue, a submission and its decision
+    page (where the reason is asked), a run, the jobs, the audit log and the operations page."""
+    reference = BenchmarkRun.objects.get(external_id=REFERENCE_ID)
+    attestation = attestation_services.attestation_submit(
+        run=reference, author=contributor, kind="note", text="The backward pass includes one forward."
+    )
+    report = attestation_services.issue_report_create(
+        run=reference, reporter=contributor, category="wrong_value", description="Off by 2x."
+    )
     return [
         reverse("admin:index"),
         reverse("admin:attestations_attestation_changelist"),
+        reverse("admin:attestations_attestation_change", args=[attestation.pk]),
+        reverse("admin:attestations_attestation_decide", args=[attestation.pk, "reject"]),
         reverse("admin:attestations_issuereport_changelist"),
+        reverse("admin:attestations_issuereport_change", args=[report.pk]),
         reverse("admin:registry_benchmarkrun_changelist"),
+        reverse("admin:registry_benchmarkrun_change", args=[reference.pk]),
+        reverse("admin:reruns_rerunjob_changelist"),
         reverse("admin:attestations_auditentry_changelist"),
+        reverse("admin-operations"),
     ]
 
 
@@ -112,7 +128,9 @@ def check(page, url) -> list[str]:
 def test_pages_read_on_a_phone_and_a_laptop(live_server, browser, contributor, moderator):
     bundled_data_load()
     controlled_runs_load(path=BUNDLED_CONTROLLED_DIR / "nvidia-h200-geglu.json.gz")
-    pages = [(path, contributor) for path in site_pages()] + [(path, moderator) for path in admin_pages()]
+    pages = [(path, contributor) for path in site_pages()] + [
+        (path, moderator) for path in admin_pages(contributor)
+    ]
     found = {}
     for viewport in VIEWPORTS:
         # The CSP forbids inline scripts, rightly; the test injects axe-core past it.

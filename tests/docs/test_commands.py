@@ -191,6 +191,38 @@ def test_the_scripts_in_blocks_no_test_runs_accept_their_arguments(script, args)
     assert done.returncode == 0, f"{script} {args}: {done.stderr[-2000:]}"
 
 
+PYTEST_LINE = re.compile(r"(?:^|\s)\S*python3?\s+-m\s+pytest\b(.*)")
+
+
+def pytest_lines_of_blocks_no_test_runs() -> dict[str, list[str]]:
+    """Each `python -m pytest ...` line of a block no test runs, by where it is: its arguments."""
+    found = {}
+    for block in every_block():
+        for line in block_lines(block) if block.not_run else []:
+            match = PYTEST_LINE.search(line)
+            if match:
+                found[f"{block.where}: {line[-60:]}"] = arguments(match.group(1))
+    return found
+
+
+def test_the_pytest_lines_in_blocks_no_test_runs_collect_their_tests():
+    """A suite too long to run here (the fault and security tests) is still collected as written:
+    its paths exist, its options parse and its modules import. One collection for all the lines
+    (each costs Django's set-up); pytest exits non-zero on a missing path or an unknown option."""
+    lines = pytest_lines_of_blocks_no_test_runs()
+    assert lines
+    args = [arg for line_args in lines.values() for arg in line_args]
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, f"{list(lines)}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+
+
 def test_a_wrong_script_argument_is_caught_by_that_check():
     done = subprocess.run(
         [sys.executable, "-c", PARSE_ONLY, "bench/run.py", "--no-such-flag"],

@@ -4,6 +4,7 @@ the reason on SQLite and the embedded broker, and `figure()`, which records a me
 for docs/reliability.md."""
 
 import json
+import os
 import time
 
 import pytest
@@ -42,7 +43,13 @@ def needs_postgresql():
 
 def figure(name: str, value, **detail) -> None:
     """Print a measured figure and keep it in var/reliability-figures.jsonl for the docs."""
-    entry = {"figure": name, "value": value, **detail, "at": time.strftime("%Y-%m-%d %H:%M:%S")}
+    entry = {
+        "figure": name,
+        "value": value,
+        **detail,
+        "at": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "load_average": round(os.getloadavg()[0], 1),  # the machine's: a fault test's times move with it
+    }
     print(f"\nFIGURE {json.dumps(entry)}")
     with (settings.VAR_DIR / "reliability-figures.jsonl").open("a") as out:
         out.write(json.dumps(entry) + "\n")
