@@ -129,6 +129,17 @@ def run_personal(user, run_pk: int) -> dict:
     return {"submissions": _own_submissions(user, run_pk), "moderation": _run_moderation(user, run_pk)}
 
 
+def run_personal_shown(request, arg) -> dict:
+    """The run page's personal region (registry.cache.PERSONAL_REGIONS): the visitor's own
+    submissions on the run and a moderator's queues, as plain values."""
+    personal = run_personal(request.user, int(arg))
+    return {
+        "run_pk": arg,
+        "submissions": personal.get("submissions"),
+        "moderation": personal.get("moderation"),
+    }
+
+
 # Most signed-in visitors have filed nothing, and their run pages need not ask the database for
 # their submissions. The cache says so per user: FILED_NOTHING, stored by the query below when it
 # finds nothing of theirs on any run, skips the query; FILED, stored by every service that creates

@@ -21,7 +21,7 @@ the middleware, so security headers, CSP, request ids and the API throttle run o
 Everyone else (signed in, or with a session or messages cookie) gets the same stored page with its
 *personal regions* filled in for them: the parts of a page that depend on who asks are marked in
 the templates with `{% personal "NAME" ARG %}` (the header's account links, the messages, a run
-page's own submissions and moderator controls; `PERSONAL_TEMPLATES`). The tag renders the region
+page's own submissions and moderator controls; `PERSONAL_REGIONS`). The tag renders the region
 for the request at hand between two HTML comments; for a signed-in request the stored anonymous
 page is read (or rendered as an anonymous request and stored, on a miss) and each marked region
 is rendered again for this visitor, so only the header, their own submissions and their controls
@@ -33,6 +33,7 @@ so a signed-in API request is served and stored like an anonymous one.
 """
 
 import copy
+import functools
 import hashlib
 import re
 import time
@@ -42,15 +43,16 @@ from importlib import import_module
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
+from django.contrib.messages import get_messages
 from django.core.cache import cache
 from django.db import transaction
 from django.http import HttpResponse
 from django.middleware.gzip import GZipMiddleware, re_accepts_gzip
-from django.template.context import make_context
-from django.template.loader import get_template, render_to_string
+from django.template.loader import get_template
 from django.utils import timezone
 from django.utils.cache import cc_delim_re, get_conditional_response
 from django.utils.http import parse_http_date_safe
+from django.utils.module_loading import import_string
 
 GENERATION_KEY = "kernelindex:registry-generation"
 PAGE_PREFIX = "kernelindex:page"
@@ -329,16 +331,79 @@ def _served(slot: PageSlot, request, render, statuses=(200,)):
 
 # --- everyone else: the stored page with its personal regions rendered for them ---------------
 
-# The regions of a page that depend on who asks; each is a template rendered with the request
-# (context processors: `user`, `perms`, `messages`) and `arg`, one integer or nothing.
-PERSONAL_TEMPLATES = {
-    "nav": "personal/nav.html",
-    "messages": "personal/messages.html",
-    "run": "personal/run.html",
+# The regions of a page that depend on who asks: each a template and a function of the request
+# and `arg` (one integer or nothing) giving what the template shows, as plain values.
+PERSONAL_REGIONS = {
+    "nav": ("personal/nav.html", "registry.cache.nav_shown"),
+    "messages": ("personal/messages.html", "registry.cache.messages_shown"),
+    "run": ("attestations/run_personal.html", "attestations.selectors.run_personal_shown"),
 }
 _PERSONAL_REGION = re.compile(rb"<!--personal:([a-z]+):([0-9]*)-->.*?<!--/personal-->", re.DOTALL)
 # A personalised page's own validators would be the stored page's, which it is not.
 _NOT_PERSONALISED = {"etag", "last-modified", "content-length", HIT_HEADER.lower()}
+
+
+def nav_shown(request, arg) -> dict:
+    user = request.user
+    return {"signed_in": True, "username": user.get_username()} if user.is_authenticated else {}
+
+
+def messages_shown(request, arg) -> dict:
+    """The visitor's messages as text, read (and so marked shown) only when there are some."""
+    storage = get_messages(request)
+    return {"messages": tuple(str(message) for message in storage) if storage else ()}
+
+
+def _frozen(value):
+    if isinstance(value, dict):
+        return tuple(sorted((key, _frozen(item)) for key, item in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(map(_frozen, value))
+    return value
+
+
+class _RenderedRegions:
+    """This process's rendered personal regions, by region and what it shows. Most signed-in
+    requests show what an earlier one showed (the same visitor's account links, no messages,
+    the same moderation counts): the template is rendered once for each, not on every request
+    (about a quarter of a moderator's run page). An entry is used only while its template is the
+    one the loader returns (a reloaded template in development renders again); bounded by
+    `LIMIT` entries, emptied when full."""
+
+    LIMIT = 4096
+
+    def __init__(self):
+        self._html: dict = {}
+
+    def html(self, name: str, shown: dict) -> str:
+        path, _ = PERSONAL_REGIONS[name]
+        loaded = get_template(path)
+        template = loaded.template  # the compiled template (`loaded` is a new wrapper each time)
+        key = (name, _frozen(shown))
+        found = self._html.get(key)
+        if found is not None and found[0] is template:
+            return found[1]
+        html = loaded.render(shown)
+        if len(self._html) >= self.LIMIT:
+            self._html.clear()
+        self._html[key] = (template, html)
+        return html
+
+    def clear(self) -> None:
+        self._html.clear()
+
+
+rendered_regions = _RenderedRegions()
+
+
+@functools.cache
+def _shown_function(name: str):
+    return import_string(PERSONAL_REGIONS[name][1])
+
+
+def _region_html(request, name: str, arg) -> str:
+    shown = _shown_function(name)(request, arg)
+    return _marked(name, arg, rendered_regions.html(name, {"arg": arg, **shown}))
 
 
 def _marked(name: str, arg, html: str) -> str:
@@ -348,22 +413,14 @@ def _marked(name: str, arg, html: str) -> str:
 def personal_region(request, name: str, arg="") -> str:
     """One personal region as this request's visitor sees it, between the markers that let a
     stored copy of the page be personalised for someone else."""
-    return _marked(name, arg, render_to_string(PERSONAL_TEMPLATES[name], {"arg": arg}, request=request))
+    return _region_html(request, name, arg)
 
 
 def personalise(request, content: bytes) -> bytes:
-    """The stored page with every personal region rendered again for this request, all in one
-    template context: the context processors run once, not once a region."""
-    templates = {name: get_template(path).template for name, path in PERSONAL_TEMPLATES.items()}
-    context = make_context({}, request)
-
-    def region(match):
-        name, arg = match[1].decode(), match[2].decode()
-        with context.push(arg=arg):
-            return _marked(name, arg, templates[name].render(context)).encode()
-
-    with context.bind_template(templates["nav"]):
-        return _PERSONAL_REGION.sub(region, content)
+    """The stored page with every personal region rendered again for this request."""
+    return _PERSONAL_REGION.sub(
+        lambda match: _region_html(request, match[1].decode(), match[2].decode()).encode(), content
+    )
 
 
 def _as_anonymous(request):
