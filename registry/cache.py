@@ -54,6 +54,8 @@ from django.utils.cache import cc_delim_re, get_conditional_response
 from django.utils.http import parse_http_date_safe
 from django.utils.module_loading import import_string
 
+from kernelindex.throttling import counter_incr_reading
+
 GENERATION_KEY = "kernelindex:registry-generation"
 PAGE_PREFIX = "kernelindex:page"
 HIT_HEADER = "X-Page-Cache"
@@ -222,28 +224,46 @@ class PageSlot:
         else:
             self.key = f"{PAGE_PREFIX}:immutable:{digest}"
         self.generation = None
+        self.looked_up, self.entry, self.count = False, None, None
 
-    def lookup(self) -> dict | None:
+    def lookup(self, counter: tuple[str, int] | None = None) -> dict | None:
         """The stored entry when it is of the current generation (read before rendering, so a
         page rendered while a write commits is stored under the generation it saw): this
-        process's copy when it has one of that generation, else the shared one."""
+        process's copy when it has one of that generation, else the shared one. With a
+        throttle's `counter` (key, expiry), the request is counted in the same round trip
+        (`self.count`)."""
         local = local_pages.get(self.key)
+        self.looked_up = True
         if not self.versioned:
-            return local if local is not None else self._keep(cache.get(self.key))
+            if local is not None:
+                self._read([], counter)
+                self.entry = local
+            else:
+                self.entry = self._keep(self._read([self.key], counter).get(self.key))
+            return self.entry
+        found = self._read([GENERATION_KEY] if local is not None else [GENERATION_KEY, self.key], counter)
+        self.generation = found.get(GENERATION_KEY)
         if local is not None:
-            self.generation = cache.get(GENERATION_KEY)
-            found = {} if local.get("generation") != self.generation else {self.key: local}
-        else:
-            found = cache.get_many([GENERATION_KEY, self.key])
-            self.generation = found.get(GENERATION_KEY)
+            found = {self.key: local} if local.get("generation") == self.generation else {}
         if type(self.generation) is not int:
             self.generation = generation()
         entry = found.get(self.key)
         if entry is None and local is not None:
             entry = cache.get(self.key)  # stale here; another process may have stored it anew
         if not isinstance(entry, dict) or entry.get("generation") != self.generation:
-            return None
-        return self._keep(entry)
+            self.entry = None
+        else:
+            self.entry = self._keep(entry)
+        return self.entry
+
+    def _read(self, keys: list[str], counter) -> dict:
+        if counter is not None:
+            self.count, found = counter_incr_reading(counter[0], timeout=counter[1], keys=keys)
+            return found
+        if len(keys) == 1:
+            value = cache.get(keys[0])
+            return {} if value is None else {keys[0]: value}
+        return cache.get_many(keys) if keys else {}
 
     def _keep(self, entry):
         if isinstance(entry, dict) and entry is not local_pages.get(self.key):
@@ -320,7 +340,7 @@ def replay(request, entry: dict) -> HttpResponse:
 
 
 def _served(slot: PageSlot, request, render, statuses=(200,)):
-    entry = slot.lookup()
+    entry = slot.entry if slot.looked_up else slot.lookup()
     if entry is not None:
         return replay(request, entry)
     response = render()
@@ -482,24 +502,47 @@ def cached_page(view=None, *, statuses=(200,)):
 class CachedReadMixin:
     """For DRF read viewsets: after `initial()` (authentication, permissions, the throttle that
     must count every request, content negotiation) the handler of a GET/HEAD is wrapped to
-    answer from the cache, for anonymous and signed-in callers alike: what these endpoints
+    answer from the cache (looked up in the throttle's round trip: `check_throttles`), for anonymous and signed-in callers alike: what these endpoints
     return does not depend on who asks. The key holds the negotiated media type. The browsable
     API is never stored (it is a form page with the visitor's CSRF token and their name)."""
 
     page_cache_versioned = True
+    _page_slot = None
 
     def initial(self, request, *args, **kwargs):
-        super().initial(request, *args, **kwargs)
-        renderer = getattr(request, "accepted_renderer", None)
-        if renderer is None or renderer.format == "api" or not _cache_on(request):
+        self._page_slot = None
+        super().initial(request, *args, **kwargs)  # check_throttles below makes the slot
+        slot = self._page_slot
+        if slot is None:
             return
         method = request.method.lower()
-        handler = getattr(self, method, None)
-        if handler is not None:
-            slot = PageSlot(request, variant=request.accepted_media_type, versioned=self.page_cache_versioned)
+        handler = getattr(self, method)
 
-            @wraps(handler)
-            def cached(*args, **kwargs):
-                return _served(slot, request, lambda: handler(*args, **kwargs))
+        @wraps(handler)
+        def cached(*args, **kwargs):
+            return _served(slot, request, lambda: handler(*args, **kwargs))
 
-            setattr(self, method, cached)
+        setattr(self, method, cached)
+
+    def check_throttles(self, request):
+        """A request the page cache may answer is counted by the throttle in the round trip that
+        looks its page up: a hit costs one round trip to Redis, where the count and the lookup
+        took two."""
+        slot = self._slot_for(request)
+        self._page_slot = slot
+        throttles = self.get_throttles()
+        if slot is None or len(throttles) != 1 or not hasattr(throttles[0], "counter"):
+            return super().check_throttles(request)
+        throttle = throttles[0]
+        counter = throttle.counter(request, self)
+        slot.lookup(counter=counter)
+        if counter is not None and not throttle.allow_count(slot.count):
+            self.throttled(request, throttle.wait())
+
+    def _slot_for(self, request) -> PageSlot | None:
+        renderer = getattr(request, "accepted_renderer", None)
+        if renderer is None or renderer.format == "api" or not _cache_on(request):
+            return None
+        if getattr(self, request.method.lower(), None) is None:
+            return None
+        return PageSlot(request, variant=request.accepted_media_type, versioned=self.page_cache_versioned)
