@@ -103,7 +103,9 @@ class TestAnApiHit:
         reads = []
         counted = page_cache.counter_incr_reading
         monkeypatch.setattr(
-            page_cache, "counter_incr_reading", lambda key, **kw: reads.append(kw["keys"]) or counted(key, **kw)
+            page_cache,
+            "counter_incr_reading",
+            lambda key, **kw: reads.append(kw["keys"]) or counted(key, **kw),
         )
         monkeypatch.setattr(page_cache, "cache", NoReads())
         assert client.get(url)[page_cache.HIT_HEADER] == "hit"
