@@ -224,24 +224,27 @@ class PageSlot:
         else:
             self.key = f"{PAGE_PREFIX}:immutable:{digest}"
         self.generation = None
-        self.looked_up, self.entry, self.count = False, None, None
+        self.looked_up, self.entry, self.count, self.also = False, None, None, {}
 
-    def lookup(self, counter: tuple[str, int] | None = None) -> dict | None:
+    def lookup(self, counter: tuple[str, int] | None = None, also: list[str] = ()) -> dict | None:
         """The stored entry when it is of the current generation (read before rendering, so a
         page rendered while a write commits is stored under the generation it saw): this
         process's copy when it has one of that generation, else the shared one. With a
         throttle's `counter` (key, expiry), the request is counted in the same round trip
-        (`self.count`)."""
+        (`self.count`); the values of the keys `also` are read in it too (`self.also`)."""
         local = local_pages.get(self.key)
         self.looked_up = True
+        also = list(also)
         if not self.versioned:
             if local is not None:
-                self._read([], counter)
+                self._read(also, counter)
                 self.entry = local
             else:
-                self.entry = self._keep(self._read([self.key], counter).get(self.key))
+                self.entry = self._keep(self._read([self.key, *also], counter).get(self.key))
             return self.entry
-        found = self._read([GENERATION_KEY] if local is not None else [GENERATION_KEY, self.key], counter)
+        keys = [GENERATION_KEY] if local is not None else [GENERATION_KEY, self.key]
+        found = self._read(keys + also, counter)
+        self.also = {key: found[key] for key in also if key in found}
         self.generation = found.get(GENERATION_KEY)
         if local is not None:
             found = {self.key: local} if local.get("generation") == self.generation else {}
@@ -416,6 +419,17 @@ class _RenderedRegions:
 rendered_regions = _RenderedRegions()
 
 
+# Functions of a signed-in request giving the cache keys its personal regions read (the filings
+# marker): read in the round trip that looks the page up and kept as `request.personal_cache`, a
+# dict of the values found (a key read and not found is absent), instead of a round trip each.
+PERSONAL_CACHE_KEYS = ["attestations.selectors.personal_cache_keys"]
+
+
+@functools.cache
+def _personal_key_functions() -> list:
+    return [import_string(path) for path in PERSONAL_CACHE_KEYS]
+
+
 @functools.cache
 def _shown_function(name: str):
     return import_string(PERSONAL_REGIONS[name][1])
@@ -463,7 +477,9 @@ def _served_personal(slot: PageSlot, request, render, statuses=(200,)):
     """The stored page (rendered for an anonymous visitor and stored on a miss), personalised.
     A page that may not be stored for everyone (it used the CSRF token, set a cookie) is
     rendered for this visitor instead."""
-    entry, state = slot.lookup(), "hit"
+    keys = [key for function in _personal_key_functions() for key in function(request)]
+    entry, state = slot.lookup(also=keys), "hit"
+    request.personal_cache = slot.also  # what the regions read from the cache, read with the page
     if entry is None:
         anonymous = _as_anonymous(request)
         response = render(anonymous)

@@ -188,6 +188,20 @@ class TestAUserWhoHasFiledNothingIsNotAskedForTheirSubmissions:
         client.get(url)  # stores the shared part; finds nothing of theirs anywhere
         assert _queries(client, url) == NOTHING_FILED_RUN_PAGE_QUERIES == CONTRIBUTOR_QUERIES["run page"] - 1
 
+    def test_the_marker_is_read_with_the_page_not_in_a_round_trip_of_its_own(
+        self, client, registry, contributor, monkeypatch
+    ):
+        url = PAGES["run page"]()
+        client.force_login(contributor)
+        client.get(url)
+
+        class NoReads:
+            def __getattr__(self, name):
+                pytest.fail(f"the run region read the cache on its own ({name})")
+
+        monkeypatch.setattr(selectors, "cache", NoReads())
+        assert _queries(client, url) == NOTHING_FILED_RUN_PAGE_QUERIES
+
     @pytest.mark.parametrize("kind", ["note", "reproduction"])
     def test_their_first_attestation_shows_on_the_next_request(self, client, registry, contributor, kind):
         run = _run()
