@@ -157,12 +157,12 @@ def compare(args) -> None:
     if args.other:
         checkouts["other"] = (Path(args.other).resolve(), args.other_cookie)
     rounds: dict[str, list] = {name: [] for name in checkouts}
-    load = [os.getloadavg()]
+    load = [round(os.getloadavg()[0], 1)]
     for number in range(args.rounds):
         for name, (root, cookie) in checkouts.items():
             rounds[name].append(one_round(args, root, cookie))
             print(f"round {number + 1}, {name}: {rounds[name][-1]}", flush=True)
-        load.append(os.getloadavg())
+        load.append(round(os.getloadavg()[0], 1))
     if FLOOR not in args.paths:
         return
     commits = {name: commit_of(root) for name, (root, _) in checkouts.items()}
@@ -170,7 +170,9 @@ def compare(args) -> None:
     columns = list(rows[0])
     title = (
         f"CPU of a request in process (bench/hit_profile.py), {args.repeat} requests a path a round, "
-        f"{args.rounds} rounds" + (", the two checkouts in turn" if args.other else "")
+        f"{args.rounds} rounds"
+        + (", the two checkouts in turn" if args.other else "")
+        + f", load average (1 minute) {min(load)} to {max(load)}"
     )
     if not args.report:
         print(common.table(title, columns, rows), flush=True)
@@ -183,7 +185,7 @@ def compare(args) -> None:
         commits=commits,
         signed_in=bool(args.cookie),
         gzip=args.gzip,
-        loadavg_each_round=load,
+        loadavg_1min_each_round=load,
         rounds=rounds,
     )
 
