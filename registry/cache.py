@@ -53,6 +53,7 @@ from django.utils import timezone
 from django.utils.cache import cc_delim_re, get_conditional_response
 from django.utils.http import parse_http_date_safe
 from django.utils.module_loading import import_string
+from django.utils.safestring import SafeData
 
 from kernelindex.throttling import counter_incr_reading
 
@@ -378,6 +379,10 @@ def messages_shown(request, arg) -> dict:
 
 
 def _frozen(value):
+    """A hashable key for what a region shows. Marked-safe text is told apart from plain text of
+    the same characters (equal as strings, rendered differently: one escaped, one not)."""
+    if isinstance(value, SafeData):
+        return (SafeData, str(value))
     if isinstance(value, dict):
         return tuple(sorted((key, _frozen(item)) for key, item in value.items()))
     if isinstance(value, list | tuple):

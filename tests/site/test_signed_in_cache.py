@@ -16,6 +16,7 @@ from django.template.backends.django import Template as DjangoTemplate
 from django.test import Client, RequestFactory
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils.safestring import mark_safe
 from rest_framework.authtoken.models import Token
 
 from attestations import selectors, services
@@ -405,6 +406,12 @@ class TestAPersonalisedHitRendersItsRegionsCheaply:
         page = client.get(run.get_absolute_url())
         assert page[page_cache.SHARED_HEADER] == "hit"
         assert b"1 pending reproduction or note" in page.content
+
+    def test_plain_text_is_escaped_after_the_same_text_marked_safe_was_shown(self):
+        shown = "<b>bold</b>"
+        safe = page_cache.rendered_regions.html("messages", {"arg": "", "messages": (mark_safe(shown),)})
+        plain = page_cache.rendered_regions.html("messages", {"arg": "", "messages": (shown,)})
+        assert "<b>bold</b>" in safe and "&lt;b&gt;bold&lt;/b&gt;" in plain
 
     def test_their_links_are_not_reversed_again(self, client, registry, moderator, monkeypatch):
         url = _run().get_absolute_url()
