@@ -1,5 +1,6 @@
 """Reading attestations for pages and the API, with a constant number of queries."""
 
+import functools
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -118,15 +119,30 @@ class OwnSubmission:
     url: str
 
 
-def run_personal(user, run_pk: int) -> dict:
+def run_personal(user, run_pk: int, cached: dict | None = None) -> dict:
     """What one visitor has of their own on a run page: their reproductions and notes not yet
     approved (approved ones are in the public section) and their issue reports, in one query, or
     none for a user known to have filed nothing (`FILINGS_KEY`); for a moderator, the run's queues.
     Not staff (every contributor): no permission query, since moderators reach their queues through
-    the admin, which needs staff status."""
+    the admin, which needs staff status. `cached`: the values of `personal_cache_keys` already read
+    for this request (registry.cache reads them with the page)."""
     if user is None or not user.is_authenticated:
         return {}
-    return {"submissions": _own_submissions(user, run_pk), "moderation": _run_moderation(user, run_pk)}
+    return {
+        "submissions": _own_submissions(user, run_pk, cached),
+        "moderation": _run_moderation(user, run_pk),
+    }
+
+
+def run_personal_shown(request, arg) -> dict:
+    """The run page's personal region (registry.cache.PERSONAL_REGIONS): the visitor's own
+    submissions on the run and a moderator's queues, as plain values."""
+    personal = run_personal(request.user, int(arg), getattr(request, "personal_cache", None))
+    return {
+        "run_pk": arg,
+        "submissions": personal.get("submissions"),
+        "moderation": personal.get("moderation"),
+    }
 
 
 # Most signed-in visitors have filed nothing, and their run pages need not ask the database for
@@ -151,8 +167,16 @@ def _filed_nothing_remember(user_pk: int) -> None:
     cache.add(FILINGS_KEY.format(user_pk=user_pk), FILED_NOTHING, FILINGS_MARKER_SECONDS)
 
 
-def _own_submissions(user, run_pk: int) -> list[OwnSubmission]:
-    if cache.get(FILINGS_KEY.format(user_pk=user.pk)) == FILED_NOTHING:
+def personal_cache_keys(request) -> list[str]:
+    """The cache keys the run region reads for this visitor (registry.cache.PERSONAL_CACHE_KEYS)."""
+    user = request.user
+    return [FILINGS_KEY.format(user_pk=user.pk)] if user.is_authenticated else []
+
+
+def _own_submissions(user, run_pk: int, cached: dict | None = None) -> list[OwnSubmission]:
+    key = FILINGS_KEY.format(user_pk=user.pk)
+    marker = cached.get(key) if cached is not None else cache.get(key)
+    if marker == FILED_NOTHING:
         return []
     rows = list(_own_rows(user, run_pk).order_by("-created_at", "-pk"))
     if not rows:
@@ -242,6 +266,21 @@ def _run_moderation(user, run_pk: int) -> dict | None:
 
 def _moderation_row(user, run_pk: int) -> dict:
     """One raw query: building the same from ORM subqueries cost about 10 ms of Python a page."""
+    sql = _moderation_sql(connection.vendor)
+    params = []
+    for app_label, codename in MODERATION_PERMISSIONS.values():
+        params += [app_label, codename, user.pk, user.pk]
+    params += [run_pk, AttestationState.PENDING, run_pk, IssueReportState.OPEN, IssueReportState.ACKNOWLEDGED]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        values = cursor.fetchone()
+    row = dict(zip(MODERATION_PERMISSIONS, map(bool, values[:3]), strict=True))
+    return {**row, "pending": values[3], "open_reports": values[4]}
+
+
+@functools.cache
+def _moderation_sql(vendor: str) -> str:
+    """The moderation row's SQL, with its table names, written once per process (and vendor)."""
     permitted = (
         "p.id IN (SELECT permission_id FROM {user_perms} WHERE {user_col} = %s)"
         " OR p.id IN (SELECT gp.permission_id FROM {group_perms} gp JOIN {user_groups} ug"
@@ -258,15 +297,7 @@ def _moderation_row(user, run_pk: int) -> dict:
             "(SELECT COUNT(*) FROM {report} WHERE run_id = %s AND state IN (%s, %s))",
         ]
     )
-    params = []
-    for app_label, codename in MODERATION_PERMISSIONS.values():
-        params += [app_label, codename, user.pk, user.pk]
-    params += [run_pk, AttestationState.PENDING, run_pk, IssueReportState.OPEN, IssueReportState.ACKNOWLEDGED]
-    with connection.cursor() as cursor:
-        cursor.execute(sql.format(**_moderation_tables()), params)
-        values = cursor.fetchone()
-    row = dict(zip(MODERATION_PERMISSIONS, map(bool, values[:3]), strict=True))
-    return {**row, "pending": values[3], "open_reports": values[4]}
+    return sql.format(**_moderation_tables())
 
 
 def _moderation_tables() -> dict:

@@ -107,7 +107,7 @@ MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "kernelindex.auth.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "kernelindex.middleware.AdminFilterOverflowMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -196,9 +196,10 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Django's and allauth's, with the user's row read by SQL compiled once (kernelindex/auth.py).
 AUTHENTICATION_BACKENDS = [
-    "django.contrib.auth.backends.ModelBackend",
-    "allauth.account.auth_backends.AuthenticationBackend",
+    "kernelindex.auth.ModelBackend",
+    "kernelindex.auth.AuthenticationBackend",
 ]
 
 LANGUAGE_CODE = "en-us"

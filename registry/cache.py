@@ -21,7 +21,7 @@ the middleware, so security headers, CSP, request ids and the API throttle run o
 Everyone else (signed in, or with a session or messages cookie) gets the same stored page with its
 *personal regions* filled in for them: the parts of a page that depend on who asks are marked in
 the templates with `{% personal "NAME" ARG %}` (the header's account links, the messages, a run
-page's own submissions and moderator controls; `PERSONAL_TEMPLATES`). The tag renders the region
+page's own submissions and moderator controls; `PERSONAL_REGIONS`). The tag renders the region
 for the request at hand between two HTML comments; for a signed-in request the stored anonymous
 page is read (or rendered as an anonymous request and stored, on a miss) and each marked region
 is rendered again for this visitor, so only the header, their own submissions and their controls
@@ -33,6 +33,7 @@ so a signed-in API request is served and stored like an anonymous one.
 """
 
 import copy
+import functools
 import hashlib
 import re
 import time
@@ -42,15 +43,19 @@ from importlib import import_module
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
+from django.contrib.messages import get_messages
 from django.core.cache import cache
 from django.db import transaction
 from django.http import HttpResponse
 from django.middleware.gzip import GZipMiddleware, re_accepts_gzip
-from django.template.context import make_context
-from django.template.loader import get_template, render_to_string
+from django.template.loader import get_template
 from django.utils import timezone
 from django.utils.cache import cc_delim_re, get_conditional_response
 from django.utils.http import parse_http_date_safe
+from django.utils.module_loading import import_string
+from django.utils.safestring import SafeData
+
+from kernelindex.throttling import counter_incr_reading
 
 GENERATION_KEY = "kernelindex:registry-generation"
 PAGE_PREFIX = "kernelindex:page"
@@ -220,28 +225,49 @@ class PageSlot:
         else:
             self.key = f"{PAGE_PREFIX}:immutable:{digest}"
         self.generation = None
+        self.looked_up, self.entry, self.count, self.also = False, None, None, {}
 
-    def lookup(self) -> dict | None:
+    def lookup(self, counter: tuple[str, int] | None = None, also: list[str] = ()) -> dict | None:
         """The stored entry when it is of the current generation (read before rendering, so a
         page rendered while a write commits is stored under the generation it saw): this
-        process's copy when it has one of that generation, else the shared one."""
+        process's copy when it has one of that generation, else the shared one. With a
+        throttle's `counter` (key, expiry), the request is counted in the same round trip
+        (`self.count`); the values of the keys `also` are read in it too (`self.also`)."""
         local = local_pages.get(self.key)
+        self.looked_up = True
+        also = list(also)
         if not self.versioned:
-            return local if local is not None else self._keep(cache.get(self.key))
+            if local is not None:
+                self._read(also, counter)
+                self.entry = local
+            else:
+                self.entry = self._keep(self._read([self.key, *also], counter).get(self.key))
+            return self.entry
+        keys = [GENERATION_KEY] if local is not None else [GENERATION_KEY, self.key]
+        found = self._read(keys + also, counter)
+        self.also = {key: found[key] for key in also if key in found}
+        self.generation = found.get(GENERATION_KEY)
         if local is not None:
-            self.generation = cache.get(GENERATION_KEY)
-            found = {} if local.get("generation") != self.generation else {self.key: local}
-        else:
-            found = cache.get_many([GENERATION_KEY, self.key])
-            self.generation = found.get(GENERATION_KEY)
+            found = {self.key: local} if local.get("generation") == self.generation else {}
         if type(self.generation) is not int:
             self.generation = generation()
         entry = found.get(self.key)
         if entry is None and local is not None:
             entry = cache.get(self.key)  # stale here; another process may have stored it anew
         if not isinstance(entry, dict) or entry.get("generation") != self.generation:
-            return None
-        return self._keep(entry)
+            self.entry = None
+        else:
+            self.entry = self._keep(entry)
+        return self.entry
+
+    def _read(self, keys: list[str], counter) -> dict:
+        if counter is not None:
+            self.count, found = counter_incr_reading(counter[0], timeout=counter[1], keys=keys)
+            return found
+        if len(keys) == 1:
+            value = cache.get(keys[0])
+            return {} if value is None else {keys[0]: value}
+        return cache.get_many(keys) if keys else {}
 
     def _keep(self, entry):
         if isinstance(entry, dict) and entry is not local_pages.get(self.key):
@@ -318,7 +344,7 @@ def replay(request, entry: dict) -> HttpResponse:
 
 
 def _served(slot: PageSlot, request, render, statuses=(200,)):
-    entry = slot.lookup()
+    entry = slot.entry if slot.looked_up else slot.lookup()
     if entry is not None:
         return replay(request, entry)
     response = render()
@@ -329,16 +355,94 @@ def _served(slot: PageSlot, request, render, statuses=(200,)):
 
 # --- everyone else: the stored page with its personal regions rendered for them ---------------
 
-# The regions of a page that depend on who asks; each is a template rendered with the request
-# (context processors: `user`, `perms`, `messages`) and `arg`, one integer or nothing.
-PERSONAL_TEMPLATES = {
-    "nav": "personal/nav.html",
-    "messages": "personal/messages.html",
-    "run": "personal/run.html",
+# The regions of a page that depend on who asks: each a template and a function of the request
+# and `arg` (one integer or nothing) giving what the template shows, as plain values.
+PERSONAL_REGIONS = {
+    "nav": ("personal/nav.html", "registry.cache.nav_shown"),
+    "messages": ("personal/messages.html", "registry.cache.messages_shown"),
+    "run": ("attestations/run_personal.html", "attestations.selectors.run_personal_shown"),
 }
 _PERSONAL_REGION = re.compile(rb"<!--personal:([a-z]+):([0-9]*)-->.*?<!--/personal-->", re.DOTALL)
 # A personalised page's own validators would be the stored page's, which it is not.
 _NOT_PERSONALISED = {"etag", "last-modified", "content-length", HIT_HEADER.lower()}
+
+
+def nav_shown(request, arg) -> dict:
+    user = request.user
+    return {"signed_in": True, "username": user.get_username()} if user.is_authenticated else {}
+
+
+def messages_shown(request, arg) -> dict:
+    """The visitor's messages as text, read (and so marked shown) only when there are some."""
+    storage = get_messages(request)
+    return {"messages": tuple(str(message) for message in storage) if storage else ()}
+
+
+def _frozen(value):
+    """A hashable key for what a region shows. Marked-safe text is told apart from plain text of
+    the same characters (equal as strings, rendered differently: one escaped, one not)."""
+    if isinstance(value, SafeData):
+        return (SafeData, str(value))
+    if isinstance(value, dict):
+        return tuple(sorted((key, _frozen(item)) for key, item in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(map(_frozen, value))
+    return value
+
+
+class _RenderedRegions:
+    """This process's rendered personal regions, by region and what it shows. Most signed-in
+    requests show what an earlier one showed (the same visitor's account links, no messages,
+    the same moderation counts): the template is rendered once for each, not on every request
+    (about a quarter of a moderator's run page). An entry is used only while its template is the
+    one the loader returns (a reloaded template in development renders again); bounded by
+    `LIMIT` entries, emptied when full."""
+
+    LIMIT = 4096
+
+    def __init__(self):
+        self._html: dict = {}
+
+    def html(self, name: str, shown: dict) -> str:
+        path, _ = PERSONAL_REGIONS[name]
+        loaded = get_template(path)
+        template = loaded.template  # the compiled template (`loaded` is a new wrapper each time)
+        key = (name, _frozen(shown))
+        found = self._html.get(key)
+        if found is not None and found[0] is template:
+            return found[1]
+        html = loaded.render(shown)
+        if len(self._html) >= self.LIMIT:
+            self._html.clear()
+        self._html[key] = (template, html)
+        return html
+
+    def clear(self) -> None:
+        self._html.clear()
+
+
+rendered_regions = _RenderedRegions()
+
+
+# Functions of a signed-in request giving the cache keys its personal regions read (the filings
+# marker): read in the round trip that looks the page up and kept as `request.personal_cache`, a
+# dict of the values found (a key read and not found is absent), instead of a round trip each.
+PERSONAL_CACHE_KEYS = ["attestations.selectors.personal_cache_keys"]
+
+
+@functools.cache
+def _personal_key_functions() -> list:
+    return [import_string(path) for path in PERSONAL_CACHE_KEYS]
+
+
+@functools.cache
+def _shown_function(name: str):
+    return import_string(PERSONAL_REGIONS[name][1])
+
+
+def _region_html(request, name: str, arg) -> str:
+    shown = _shown_function(name)(request, arg)
+    return _marked(name, arg, rendered_regions.html(name, {"arg": arg, **shown}))
 
 
 def _marked(name: str, arg, html: str) -> str:
@@ -348,22 +452,14 @@ def _marked(name: str, arg, html: str) -> str:
 def personal_region(request, name: str, arg="") -> str:
     """One personal region as this request's visitor sees it, between the markers that let a
     stored copy of the page be personalised for someone else."""
-    return _marked(name, arg, render_to_string(PERSONAL_TEMPLATES[name], {"arg": arg}, request=request))
+    return _region_html(request, name, arg)
 
 
 def personalise(request, content: bytes) -> bytes:
-    """The stored page with every personal region rendered again for this request, all in one
-    template context: the context processors run once, not once a region."""
-    templates = {name: get_template(path).template for name, path in PERSONAL_TEMPLATES.items()}
-    context = make_context({}, request)
-
-    def region(match):
-        name, arg = match[1].decode(), match[2].decode()
-        with context.push(arg=arg):
-            return _marked(name, arg, templates[name].render(context)).encode()
-
-    with context.bind_template(templates["nav"]):
-        return _PERSONAL_REGION.sub(region, content)
+    """The stored page with every personal region rendered again for this request."""
+    return _PERSONAL_REGION.sub(
+        lambda match: _region_html(request, match[1].decode(), match[2].decode()).encode(), content
+    )
 
 
 def _as_anonymous(request):
@@ -386,7 +482,9 @@ def _served_personal(slot: PageSlot, request, render, statuses=(200,)):
     """The stored page (rendered for an anonymous visitor and stored on a miss), personalised.
     A page that may not be stored for everyone (it used the CSRF token, set a cookie) is
     rendered for this visitor instead."""
-    entry, state = slot.lookup(), "hit"
+    keys = [key for function in _personal_key_functions() for key in function(request)]
+    entry, state = slot.lookup(also=keys), "hit"
+    request.personal_cache = slot.also  # what the regions read from the cache, read with the page
     if entry is None:
         anonymous = _as_anonymous(request)
         response = render(anonymous)
@@ -425,24 +523,47 @@ def cached_page(view=None, *, statuses=(200,)):
 class CachedReadMixin:
     """For DRF read viewsets: after `initial()` (authentication, permissions, the throttle that
     must count every request, content negotiation) the handler of a GET/HEAD is wrapped to
-    answer from the cache, for anonymous and signed-in callers alike: what these endpoints
+    answer from the cache (looked up in the throttle's round trip: `check_throttles`), for anonymous and signed-in callers alike: what these endpoints
     return does not depend on who asks. The key holds the negotiated media type. The browsable
     API is never stored (it is a form page with the visitor's CSRF token and their name)."""
 
     page_cache_versioned = True
+    _page_slot = None
 
     def initial(self, request, *args, **kwargs):
-        super().initial(request, *args, **kwargs)
-        renderer = getattr(request, "accepted_renderer", None)
-        if renderer is None or renderer.format == "api" or not _cache_on(request):
+        self._page_slot = None
+        super().initial(request, *args, **kwargs)  # check_throttles below makes the slot
+        slot = self._page_slot
+        if slot is None:
             return
         method = request.method.lower()
-        handler = getattr(self, method, None)
-        if handler is not None:
-            slot = PageSlot(request, variant=request.accepted_media_type, versioned=self.page_cache_versioned)
+        handler = getattr(self, method)
 
-            @wraps(handler)
-            def cached(*args, **kwargs):
-                return _served(slot, request, lambda: handler(*args, **kwargs))
+        @wraps(handler)
+        def cached(*args, **kwargs):
+            return _served(slot, request, lambda: handler(*args, **kwargs))
 
-            setattr(self, method, cached)
+        setattr(self, method, cached)
+
+    def check_throttles(self, request):
+        """A request the page cache may answer is counted by the throttle in the round trip that
+        looks its page up: a hit costs one round trip to Redis, where the count and the lookup
+        took two."""
+        slot = self._slot_for(request)
+        self._page_slot = slot
+        throttles = self.get_throttles()
+        if slot is None or len(throttles) != 1 or not hasattr(throttles[0], "counter"):
+            return super().check_throttles(request)
+        throttle = throttles[0]
+        counter = throttle.counter(request, self)
+        slot.lookup(counter=counter)
+        if counter is not None and not throttle.allow_count(slot.count):
+            self.throttled(request, throttle.wait())
+
+    def _slot_for(self, request) -> PageSlot | None:
+        renderer = getattr(request, "accepted_renderer", None)
+        if renderer is None or renderer.format == "api" or not _cache_on(request):
+            return None
+        if getattr(self, request.method.lower(), None) is None:
+            return None
+        return PageSlot(request, variant=request.accepted_media_type, versioned=self.page_cache_versioned)

@@ -18,13 +18,6 @@ def run_attestations(run):
     }
 
 
-@register.inclusion_tag("attestations/run_personal.html", takes_context=True)
-def run_personal(context, run_pk):
-    """The run page's region that is the visitor's own (`{% personal "run" %}`, rendered per
-    request and never stored): their submissions on the run, and a moderator's queues."""
-    return {"run_pk": run_pk, **selectors.run_personal(context.get("user"), int(run_pk))}
-
-
 @register.inclusion_tag("attestations/report_link.html")
 def run_report_link(run):
     """No query: the form page itself sends visitors to log in and back."""

@@ -7,7 +7,7 @@ import pytest
 from django.core.cache import cache, caches
 from django.core.cache.backends.redis import RedisCache
 
-from kernelindex.throttling import counter_incr
+from kernelindex.throttling import counter_incr, counter_incr_reading
 
 
 @pytest.mark.skipif(
@@ -55,3 +55,21 @@ def test_a_new_counter_starts_at_one_and_expires():
     assert counter_incr("test-counter-expiry", timeout=60) == 2
     cache.delete("test-counter-expiry")
     assert counter_incr("test-counter-expiry", timeout=60) == 1
+
+
+def test_a_count_with_reads_is_one_round_trip_and_reads_what_get_many_reads(monkeypatch):
+    backend = caches["default"]
+    if not isinstance(backend, RedisCache):
+        pytest.skip("the one-round-trip path is Redis's (CACHE_URL=redis://...)")
+    cache.set("test-read-a", {"stored": 1})
+    cache.delete_many(["test-read-b", "test-counter-reads"])
+    client = backend._cache.get_client(backend.make_and_validate_key("test-counter-reads"), write=True)
+    calls = []
+    original = type(client).execute_command
+    monkeypatch.setattr(
+        type(client), "execute_command", lambda self, *a, **k: calls.append(a[0]) or original(self, *a, **k)
+    )
+    count, found = counter_incr_reading("test-counter-reads", timeout=60, keys=["test-read-a", "test-read-b"])
+    assert calls == []  # INCR, EXPIRE and MGET went together in one pipeline
+    assert count == 1
+    assert found == cache.get_many(["test-read-a", "test-read-b"]) == {"test-read-a": {"stored": 1}}

@@ -86,3 +86,27 @@ class TestTheCopiesStayWithinTheirSize:
         pages = page_cache._LocalPages()
         pages.put("a", self.entry(10))
         assert pages.get("a") is None
+
+
+class NoReads:
+    def __getattr__(self, name):
+        pytest.fail(f"the page cache read the cache on its own ({name})")
+
+
+@pytest.mark.django_db
+class TestAnApiHit:
+    def test_the_throttle_counts_it_in_the_round_trip_that_reads_the_generation(
+        self, client, registry, monkeypatch
+    ):
+        url = reverse("run-list") + "?kernel=geglu"
+        client.get(url)
+        reads = []
+        counted = page_cache.counter_incr_reading
+        monkeypatch.setattr(
+            page_cache,
+            "counter_incr_reading",
+            lambda key, **kw: reads.append(kw["keys"]) or counted(key, **kw),
+        )
+        monkeypatch.setattr(page_cache, "cache", NoReads())
+        assert client.get(url)[page_cache.HIT_HEADER] == "hit"
+        assert reads == [[page_cache.GENERATION_KEY]]

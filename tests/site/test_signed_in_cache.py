@@ -12,10 +12,11 @@ from django.core.cache import cache
 from django.db import connection
 from django.http import HttpResponse
 from django.middleware.csrf import get_token
-from django.template.context import make_context
+from django.template.backends.django import Template as DjangoTemplate
 from django.test import Client, RequestFactory
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils.safestring import mark_safe
 from rest_framework.authtoken.models import Token
 
 from attestations import selectors, services
@@ -187,6 +188,20 @@ class TestAUserWhoHasFiledNothingIsNotAskedForTheirSubmissions:
         client.force_login(contributor)
         client.get(url)  # stores the shared part; finds nothing of theirs anywhere
         assert _queries(client, url) == NOTHING_FILED_RUN_PAGE_QUERIES == CONTRIBUTOR_QUERIES["run page"] - 1
+
+    def test_the_marker_is_read_with_the_page_not_in_a_round_trip_of_its_own(
+        self, client, registry, contributor, monkeypatch
+    ):
+        url = PAGES["run page"]()
+        client.force_login(contributor)
+        client.get(url)
+
+        class NoReads:
+            def __getattr__(self, name):
+                pytest.fail(f"the run region read the cache on its own ({name})")
+
+        monkeypatch.setattr(selectors, "cache", NoReads())
+        assert _queries(client, url) == NOTHING_FILED_RUN_PAGE_QUERIES
 
     @pytest.mark.parametrize("kind", ["note", "reproduction"])
     def test_their_first_attestation_shows_on_the_next_request(self, client, registry, contributor, kind):
@@ -367,18 +382,36 @@ class TestSignedInQueryCountsStayConstant:
 
 @pytest.mark.django_db
 class TestAPersonalisedHitRendersItsRegionsCheaply:
-    def test_the_regions_share_one_template_context(self, client, registry, moderator, monkeypatch):
+    def test_a_region_showing_what_it_showed_before_is_not_rendered_again(
+        self, client, registry, moderator, monkeypatch
+    ):
         url = _run().get_absolute_url()
         client.force_login(moderator)
         client.get(url)
-        made = []
-        monkeypatch.setattr(
-            page_cache, "make_context", lambda *a, **k: made.append(1) or make_context(*a, **k)
-        )
+        rendered = []
+        render = DjangoTemplate.render
+        monkeypatch.setattr(DjangoTemplate, "render", lambda *a, **k: rendered.append(1) or render(*a, **k))
         response = client.get(url)
         assert response[page_cache.SHARED_HEADER] == "hit"
         assert b"Sign out" in response.content and b"Moderation" in response.content
-        assert len(made) == 1
+        assert rendered == []
+
+    def test_a_region_showing_something_new_is_rendered_for_it(
+        self, client, registry, contributor, moderator
+    ):
+        run = _run()
+        client.force_login(moderator)
+        assert b"0 pending reproductions or notes" in client.get(run.get_absolute_url()).content
+        submit_note(run, contributor)
+        page = client.get(run.get_absolute_url())
+        assert page[page_cache.SHARED_HEADER] == "hit"
+        assert b"1 pending reproduction or note" in page.content
+
+    def test_plain_text_is_escaped_after_the_same_text_marked_safe_was_shown(self):
+        shown = "<b>bold</b>"
+        safe = page_cache.rendered_regions.html("messages", {"arg": "", "messages": (mark_safe(shown),)})
+        plain = page_cache.rendered_regions.html("messages", {"arg": "", "messages": (shown,)})
+        assert "<b>bold</b>" in safe and "&lt;b&gt;bold&lt;/b&gt;" in plain
 
     def test_their_links_are_not_reversed_again(self, client, registry, moderator, monkeypatch):
         url = _run().get_absolute_url()

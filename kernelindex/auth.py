@@ -1,0 +1,95 @@
+"""Sign-in backends: Django's and allauth's, reading the signed-in user's row with SQL built once.
+
+Every signed-in request loads its user (`AuthenticationMiddleware` → `backend.get_user`), and the
+ORM builds `User.objects.get(pk=…)` afresh each time: the filter, the select list and the
+compilation were three quarters of loading the user and about a third of a signed-in page served
+from the page cache (docs/performance.md, section 8). The statement is the ORM's own, compiled
+once per process and database; the row goes through the same converters and `from_db` as a
+queryset's, so the user is the one `get()` returns.
+
+The backends keep their behaviour otherwise (`authenticate`, permissions, `user_can_authenticate`).
+A session made before they were named here names Django's or allauth's class, which
+`LEGACY_BACKENDS` maps to its successor (`AuthenticationMiddleware` below), so nobody is signed out
+by the change.
+"""
+
+from allauth.account import auth_backends as allauth_backends
+from django.contrib.auth import BACKEND_SESSION_KEY, backends, get_user_model
+from django.contrib.auth import middleware as auth_middleware
+from django.db import connections, router
+from django.utils.functional import SimpleLazyObject
+
+# A number no primary key is: the one parameter of the compiled statement.
+_PK_PLACEHOLDER = -424242
+_compiled: dict[tuple[str, str], tuple[str, list, dict]] = {}
+
+
+def _statement(model, using: str) -> tuple[str, list, dict]:
+    """The SQL of `model._default_manager.filter(pk=…)` on `using`, its selected fields' attnames
+    in column order, and the converters the compiler applies to each row's columns."""
+    key = (model._meta.label, using)
+    found = _compiled.get(key)
+    if found is None:
+        compiler = model._default_manager.filter(pk=_PK_PLACEHOLDER).query.get_compiler(using)
+        sql, params = compiler.as_sql()
+        if list(params) != [_PK_PLACEHOLDER]:  # a manager that filters more: not this shortcut
+            raise ValueError(f"{model._meta.label}'s default manager adds parameters")
+        columns = [expression for expression, _, _ in compiler.select]
+        attnames = [expression.target.attname for expression in columns]
+        converters = compiler.get_converters(columns)
+        found = _compiled[key] = (sql, attnames, converters)
+    return found
+
+
+def user_by_pk(user_id):
+    """The user with this primary key, or None: `User._default_manager.get(pk=user_id)` in one
+    statement compiled once per process."""
+    model = get_user_model()
+    using = router.db_for_read(model)
+    pk = model._meta.pk.to_python(user_id)
+    sql, attnames, converters = _statement(model, using)
+    connection = connections[using]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [pk])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    if converters:  # as SQLCompiler.apply_converters, with this thread's connection
+        row = list(row)
+        for position, (functions, expression) in converters.items():
+            for function in functions:
+                row[position] = function(row[position], expression, connection)
+    return model.from_db(using, attnames, row)
+
+
+class ModelBackend(backends.ModelBackend):
+    def get_user(self, user_id):
+        user = user_by_pk(user_id)
+        return user if user is not None and self.user_can_authenticate(user) else None
+
+
+class AuthenticationBackend(allauth_backends.AuthenticationBackend):
+    get_user = ModelBackend.get_user
+
+
+LEGACY_BACKENDS = {
+    "django.contrib.auth.backends.ModelBackend": f"{__name__}.ModelBackend",
+    "allauth.account.auth_backends.AuthenticationBackend": f"{__name__}.AuthenticationBackend",
+}
+
+
+def _session_user(request):
+    """Django's lazy user, the session's backend path brought up to date first."""
+    successor = LEGACY_BACKENDS.get(request.session.get(BACKEND_SESSION_KEY))
+    if successor is not None:
+        request.session[BACKEND_SESSION_KEY] = successor
+    return auth_middleware.get_user(request)
+
+
+class AuthenticationMiddleware(auth_middleware.AuthenticationMiddleware):
+    """Django's, reading a session that names a backend by its former path as naming its
+    successor. Still lazy: a request that never asks for its user reads no session."""
+
+    def process_request(self, request):
+        super().process_request(request)
+        request.user = SimpleLazyObject(lambda: _session_user(request))
