@@ -30,6 +30,13 @@ SHIFTS = (0.05, 0.10)
 # The spin ahead of each sample is capped at 20 ms at 2 GHz (harness/timing.py LEAD_CAP_CYCLES);
 # a spin at its cap may not have covered the host's time to queue a call.
 LEAD_CAP_CYCLES = 40_000_000
+# A job whose calls sit mostly on a slower level than its fastest: half its calls or more take over
+# ERRATIC_FACTOR times its fastest calls' time (their 5th percentile). Its median is then set by
+# whatever stalled those calls, not by the op's work on the GPU (a relu_squared rerun of
+# 2026-12-03: 81% of its 4,400 calls at 20-40 times the rest, median 13 times the measurement's).
+ERRATIC_FACTOR = 2.0
+ERRATIC_FASTEST = 0.05
+ERRATIC_MIN_SAMPLES = 20
 POWER_LIMITS = {"sw_power_cap", "hw_power_brake_slowdown"}
 
 
@@ -131,21 +138,29 @@ def band(median_ms: float) -> str:
     return next(name for low, name in BANDS if median_ms >= low)
 
 
-def host_bound_reason(*, kernel: str, provider: str, mode: str, sampling: dict, sample_count: int) -> str:
+def host_bound_reason(
+    *, kernel: str, provider: str, mode: str, sampling: dict, sample_count: int, samples=None
+) -> str:
     """Why a job's time includes the host's pace, or "" when it is GPU-timed (host_bound)."""
     return host_bound(
-        kernel=kernel, provider=provider, mode=mode, sampling=sampling, sample_count=sample_count
+        kernel=kernel,
+        provider=provider,
+        mode=mode,
+        sampling=sampling,
+        sample_count=sample_count,
+        samples=samples,
     )[1]
 
 
 def host_bound(
-    *, kernel: str, provider: str, mode: str, sampling: dict, sample_count: int
+    *, kernel: str, provider: str, mode: str, sampling: dict, sample_count: int, samples=None
 ) -> tuple[str, str]:
     """(kind, why) of a job whose time includes the host's pace; ("", "") when it is GPU-timed.
     PACED: the host sets the pace (half its calls or more host-paced, the harness's reading; or
-    a wait named in HOST_WAITS that paces the pass): the figure is the host's. WAITS: a wait
-    named in HOST_WAITS once a call, or, for a job recorded before the pace was read, its spin at
-    the cap: the figure holds the host's round trip beside the GPU's work."""
+    a wait named in HOST_WAITS that paces the pass; or, read from its `samples` where given, half
+    its calls or more stalled, erratic_calls): the figure is not the GPU's. WAITS: a wait named
+    in HOST_WAITS once a call, or, for a job recorded before the pace was read, its spin at the
+    cap: the figure holds the host's round trip beside the GPU's work."""
     named = [wait for wait in HOST_WAITS.get((kernel, provider), ()) if mode in wait.passes]
     paced = sampling.get("host_paced_samples")
     if isinstance(paced, int) and sample_count and paced * 2 >= sample_count:
@@ -153,6 +168,12 @@ def host_bound(
         if named:
             why = "its timed pass waits on the host: " + "; ".join(w.calls for w in named) + "; " + why
         return PACED, why
+    stalled = erratic_calls(samples)
+    if stalled and stalled * 2 >= len(samples):
+        return PACED, (
+            f"{stalled} of its {len(samples)} calls took over {ERRATIC_FACTOR:g} times as long as its "
+            "fastest: something other than the op's work on the GPU set their pace"
+        )
     if named:
         return (PACED if any(w.paces for w in named) else WAITS), (
             "its timed pass waits on the host: " + "; ".join(w.calls for w in named)
@@ -160,6 +181,18 @@ def host_bound(
     if not isinstance(paced, int) and (sampling.get("lead_cycles") or 0) >= LEAD_CAP_CYCLES:
         return WAITS, "the spin ahead of its calls reached its cap, so the host may have kept the GPU waiting"
     return "", ""
+
+
+def erratic_calls(samples) -> int:
+    """How many of a job's timed calls took over ERRATIC_FACTOR times its fastest calls' time (the
+    ERRATIC_FASTEST quantile); 0 for fewer than ERRATIC_MIN_SAMPLES samples or none given."""
+    values = np.asarray(
+        [v for v in samples or () if isinstance(v, int | float) and math.isfinite(v)], dtype=float
+    )
+    if len(values) < ERRATIC_MIN_SAMPLES:
+        return 0
+    fastest = float(np.quantile(values, ERRATIC_FASTEST))
+    return int(np.count_nonzero(values > ERRATIC_FACTOR * fastest)) if fastest > 0 else 0
 
 
 def pair_host_bound(sides: list[tuple[str, str]]) -> tuple[str, str]:

@@ -113,6 +113,18 @@ class TestHostBound:
         assert kind("geglu", "liger", "full", lead_cycles=40_000_000) == verdict_model.WAITS
         assert kind("geglu", "liger", "full", host_paced_samples=3, lead_cycles=40_000_000) == ""
 
+    def test_a_job_whose_calls_mostly_stalled_is_paced_whatever_its_spin_or_pace_reading(self):
+        common = {"kernel": "relu_squared", "provider": "liger", "mode": "backward", "sampling": {}}
+        steady = [0.0110 + 0.0001 * (i % 3) for i in range(40)]
+        stalled = steady[:19] + [0.3] * 21  # 21 of 40 calls at about 27 times the fastest
+        assert verdict_model.host_bound(**common, sample_count=40, samples=steady) == ("", "")
+        kind, why = verdict_model.host_bound(**common, sample_count=40, samples=stalled)
+        assert kind == verdict_model.PACED and "21 of its 40 calls" in why
+        # Under half stalled, or too few samples to tell, stays GPU-timed.
+        assert verdict_model.host_bound(**common, sample_count=40, samples=steady[:21] + [0.3] * 19)[0] == ""
+        assert verdict_model.host_bound(**common, sample_count=10, samples=stalled[-10:])[0] == ""
+        assert verdict_model.erratic_calls([0.01, None, "x", float("nan")] * 10) == 0
+
     def test_a_pair_is_paced_if_either_side_is_else_waits_if_either_does(self):
         paced, waits, gpu = (verdict_model.PACED, "a"), (verdict_model.WAITS, "b"), ("", "")
         assert verdict_model.pair_host_bound([waits, paced]) == paced
