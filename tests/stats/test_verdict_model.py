@@ -164,6 +164,27 @@ class TestFits:
         assert source == "200 pairs of cards on 1–10 ms ops below the power cap"
 
 
+class TestRerunInterval:
+    def test_a_job_of_independent_blocks_carries_no_component_one_of_stretches_does(self):
+        model = verdict_model.Model.from_json(json.loads(SHIPPED.read_text()))
+        stretches = intervals.MedianEstimate(0.0, 1e-6, 9, 10)
+        blocks = intervals.MedianEstimate(0.0, 1e-6, 9, 10, independent=True)
+        low, high = verdict_model.rerun_interval(model, KEY, stretches)
+        block_low, block_high = verdict_model.rerun_interval(model, KEY, blocks)
+        assert block_low > low and block_high < high
+        component = model.parameters(KEY).process_sd
+        assert high > math.exp(1.96 * math.sqrt(2) * component)  # the component, once for each process
+        assert block_high < math.exp(3 * math.sqrt(2e-6))  # the blocks alone
+
+    def test_a_pair_with_neither_difference_nor_variance_does_not_stop_the_fit(self):
+        same = [
+            verdict_model.Pair("k", f"w{i}", KEY, True, estimate(0.0, 0.0), estimate(0.0, 0.0), ("a", "a"))
+            for i in range(50)
+        ]
+        sd, *_ = verdict_model.fit_process_component(same, KEY)
+        assert sd == 0.0
+
+
 class TestChecks:
     def test_a_shift_of_ten_percent_disagrees_and_none_agrees(self):
         rng = np.random.default_rng(6)
