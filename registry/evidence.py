@@ -421,6 +421,7 @@ class JobEvidence:
             mode=self.job.operation_mode,
             sampling=self.sampling,
             sample_count=len(self.readings),
+            samples=self.readings,
         )
 
     @property

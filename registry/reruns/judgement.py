@@ -152,8 +152,8 @@ def job_class(run: BenchmarkRun, measured_by: RerunJob, *, samples: list, job_st
     """(class key, why its figure includes the host's pace, or "") of new samples against the
     run's measurement: paced by the host if either side is, else waiting on it if either side does."""
     sides = (
-        (measured_by.sampling, measured_by.gpu_state, len(measured_by.samples)),
-        (job_state.get("sampling") or {}, job_state.get("gpu_state") or {}, len(samples)),
+        (measured_by.sampling, measured_by.gpu_state, measured_by.samples),
+        (job_state.get("sampling") or {}, job_state.get("gpu_state") or {}, samples),
     )
     kind, why = verdict_model.pair_host_bound(
         [
@@ -162,9 +162,10 @@ def job_class(run: BenchmarkRun, measured_by: RerunJob, *, samples: list, job_st
                 provider=run.provider,
                 mode=run.operation_mode,
                 sampling=sampling or {},
-                sample_count=count,
+                sample_count=len(values or ()),
+                samples=values,
             )
-            for sampling, _, count in sides
+            for sampling, _, values in sides
         ]
     )
     capped = any(verdict_model.power_capped(state or {}) for _, state, _ in sides)

@@ -36,6 +36,9 @@ class MedianEstimate:
     variance: float
     df: float
     blocks: int
+    # Read between blocks the harness sampled independently (setup, allocator and warm-up again
+    # each block), not between stretches of one process: the between-process spread is in them.
+    independent: bool = False
 
     @property
     def median(self) -> float:
@@ -93,7 +96,11 @@ def median_estimate(samples, blocks: int = BLOCKS, *, block_ids=None) -> MedianE
         logs = np.log(block_medians(values, blocks))
         variance, df = stretch_spread(logs)
     return MedianEstimate(
-        log_median=float(np.log(np.median(values))), variance=variance / logs.size, df=df, blocks=logs.size
+        log_median=float(np.log(np.median(values))),
+        variance=variance / logs.size,
+        df=df,
+        blocks=logs.size,
+        independent=bool(groups),
     )
 
 

@@ -44,6 +44,7 @@ def job_class(
             mode=run["operation_mode"],
             sampling=job.get("sampling") or {},
             sample_count=len(job.get("samples") or []),
+            samples=job.get("samples"),
         )
         for job in jobs
     ]

@@ -7,6 +7,7 @@ the host inside the timed pass) are a class of their own for each metric and nev
 agreement. docs/protocol.md, "Verdicts by class", describes it with the figures of
 scripts/controlled_figures.py --verdicts."""
 
+import dataclasses
 import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -30,6 +31,13 @@ SHIFTS = (0.05, 0.10)
 # The spin ahead of each sample is capped at 20 ms at 2 GHz (harness/timing.py LEAD_CAP_CYCLES);
 # a spin at its cap may not have covered the host's time to queue a call.
 LEAD_CAP_CYCLES = 40_000_000
+# A job whose calls sit mostly on a slower level than its fastest: half its calls or more take over
+# ERRATIC_FACTOR times its fastest calls' time (their 5th percentile). Its median is then set by
+# whatever stalled those calls, not by the op's work on the GPU (a relu_squared rerun of
+# 2026-12-03: 81% of its 4,400 calls at 20-40 times the rest, median 13 times the measurement's).
+ERRATIC_FACTOR = 2.0
+ERRATIC_FASTEST = 0.05
+ERRATIC_MIN_SAMPLES = 20
 POWER_LIMITS = {"sw_power_cap", "hw_power_brake_slowdown"}
 
 
@@ -131,21 +139,29 @@ def band(median_ms: float) -> str:
     return next(name for low, name in BANDS if median_ms >= low)
 
 
-def host_bound_reason(*, kernel: str, provider: str, mode: str, sampling: dict, sample_count: int) -> str:
+def host_bound_reason(
+    *, kernel: str, provider: str, mode: str, sampling: dict, sample_count: int, samples=None
+) -> str:
     """Why a job's time includes the host's pace, or "" when it is GPU-timed (host_bound)."""
     return host_bound(
-        kernel=kernel, provider=provider, mode=mode, sampling=sampling, sample_count=sample_count
+        kernel=kernel,
+        provider=provider,
+        mode=mode,
+        sampling=sampling,
+        sample_count=sample_count,
+        samples=samples,
     )[1]
 
 
 def host_bound(
-    *, kernel: str, provider: str, mode: str, sampling: dict, sample_count: int
+    *, kernel: str, provider: str, mode: str, sampling: dict, sample_count: int, samples=None
 ) -> tuple[str, str]:
     """(kind, why) of a job whose time includes the host's pace; ("", "") when it is GPU-timed.
     PACED: the host sets the pace (half its calls or more host-paced, the harness's reading; or
-    a wait named in HOST_WAITS that paces the pass): the figure is the host's. WAITS: a wait
-    named in HOST_WAITS once a call, or, for a job recorded before the pace was read, its spin at
-    the cap: the figure holds the host's round trip beside the GPU's work."""
+    a wait named in HOST_WAITS that paces the pass; or, read from its `samples` where given, half
+    its calls or more stalled, erratic_calls): the figure is not the GPU's. WAITS: a wait named
+    in HOST_WAITS once a call, or, for a job recorded before the pace was read, its spin at the
+    cap: the figure holds the host's round trip beside the GPU's work."""
     named = [wait for wait in HOST_WAITS.get((kernel, provider), ()) if mode in wait.passes]
     paced = sampling.get("host_paced_samples")
     if isinstance(paced, int) and sample_count and paced * 2 >= sample_count:
@@ -153,6 +169,12 @@ def host_bound(
         if named:
             why = "its timed pass waits on the host: " + "; ".join(w.calls for w in named) + "; " + why
         return PACED, why
+    stalled = erratic_calls(samples)
+    if stalled and stalled * 2 >= len(samples):
+        return PACED, (
+            f"{stalled} of its {len(samples)} calls took over {ERRATIC_FACTOR:g} times as long as its "
+            "fastest: something other than the op's work on the GPU set their pace"
+        )
     if named:
         return (PACED if any(w.paces for w in named) else WAITS), (
             "its timed pass waits on the host: " + "; ".join(w.calls for w in named)
@@ -160,6 +182,18 @@ def host_bound(
     if not isinstance(paced, int) and (sampling.get("lead_cycles") or 0) >= LEAD_CAP_CYCLES:
         return WAITS, "the spin ahead of its calls reached its cap, so the host may have kept the GPU waiting"
     return "", ""
+
+
+def erratic_calls(samples) -> int:
+    """How many of a job's timed calls took over ERRATIC_FACTOR times its fastest calls' time (the
+    ERRATIC_FASTEST quantile); 0 for fewer than ERRATIC_MIN_SAMPLES samples or none given."""
+    values = np.asarray(
+        [v for v in samples or () if isinstance(v, int | float) and math.isfinite(v)], dtype=float
+    )
+    if len(values) < ERRATIC_MIN_SAMPLES:
+        return 0
+    fastest = float(np.quantile(values, ERRATIC_FASTEST))
+    return int(np.count_nonzero(values > ERRATIC_FACTOR * fastest)) if fastest > 0 else 0
 
 
 def pair_host_bound(sides: list[tuple[str, str]]) -> tuple[str, str]:
@@ -359,7 +393,11 @@ def _component_for_z(ratios: np.ndarray, within: np.ndarray, *, share: float) ->
     target = stats.norm.ppf((1 + share) / 2)
 
     def excess(sd: float) -> float:
-        return float(np.quantile(ratios / np.sqrt(within + 2 * sd**2), share)) - target
+        # A pair with no difference and no variance (three blocks of equal medians) sits at z = 0;
+        # one with a difference and no variance, beyond every bound until σ > 0.
+        scale = np.sqrt(within + 2 * sd**2)
+        z = np.divide(ratios, scale, out=np.where(ratios > 0, np.inf, 0.0), where=scale > 0)
+        return float(np.quantile(z, share)) - target
 
     if excess(0.0) <= 0:
         return 0.0
@@ -431,9 +469,7 @@ def verdicts(model: Model, pairs: list[Pair], *, shift: float = 0.0) -> list[str
     for pair in pairs:
         new = pair.new
         if shift:
-            new = intervals.MedianEstimate(
-                new.log_median + math.log1p(shift), new.variance, new.df, new.blocks
-            )
+            new = dataclasses.replace(new, log_median=new.log_median + math.log1p(shift))
         judged = judge(model, pair.key, new, pair.old)
         out.append(judged.verdict if judged else "unjudged")
     return out
@@ -481,13 +517,16 @@ def without_process_component(model: Model) -> Model:
 
 def rerun_interval(model: Model, key: str, old: intervals.MedianEstimate) -> tuple[float, float]:
     """Where another process's median of the same work falls, 95 times in 100: the job's
-    between-block variance twice (its own, and a rerun's of the same length), and the class's
-    between-process component once for each process."""
+    between-block variance twice (its own, and a rerun's of the same length), and, for a job
+    whose blocks are stretches of one process, the class's between-process component once for
+    each process. A job sampled in independent blocks carries that spread in its blocks (fresh
+    same-card reruns on an H100, 2026-12-06: 93.4% of 181 inside from the blocks alone, 99.4%
+    with the component added; docs/reports/2026-12-06-h100-blocks.md)."""
     params = model.parameters(key)
-    doubled = intervals.MedianEstimate(old.log_median, 2 * old.variance, old.df, old.blocks)
+    doubled = dataclasses.replace(old, variance=2 * old.variance)
     return intervals.median_interval(
         doubled,
-        process_variance=2 * params.process_sd**2,
+        process_variance=0.0 if old.independent else 2 * params.process_sd**2,
         process_df=params.process_df,
         confidence=model.confidence,
     )

@@ -53,9 +53,10 @@ class TestMedianEstimate:
     def test_recorded_blocks_are_used_when_the_harness_kept_them(self):
         samples = [1.0, 1.01, 0.99, 1.1, 1.11, 1.09, 1.2, 1.21, 1.19]
         estimate = intervals.median_estimate(samples, block_ids=[0, 0, 0, 1, 1, 1, 2, 2, 2])
-        assert (estimate.blocks, estimate.df) == (3, 2)
+        assert (estimate.blocks, estimate.df, estimate.independent) == (3, 2, True)
         assert estimate.variance == pytest.approx(np.var(np.log([1.0, 1.1, 1.2]), ddof=1) / 3)
-        assert intervals.median_estimate(samples, block_ids=[0, 1]).blocks == 4  # not one id a sample
+        stretches = intervals.median_estimate(samples, block_ids=[0, 1])  # not one id a sample
+        assert (stretches.blocks, stretches.independent) == (4, False)
 
     def test_too_few_or_non_positive_samples_are_refused(self):
         with pytest.raises(ValueError):

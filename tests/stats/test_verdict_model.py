@@ -113,6 +113,18 @@ class TestHostBound:
         assert kind("geglu", "liger", "full", lead_cycles=40_000_000) == verdict_model.WAITS
         assert kind("geglu", "liger", "full", host_paced_samples=3, lead_cycles=40_000_000) == ""
 
+    def test_a_job_whose_calls_mostly_stalled_is_paced_whatever_its_spin_or_pace_reading(self):
+        common = {"kernel": "relu_squared", "provider": "liger", "mode": "backward", "sampling": {}}
+        steady = [0.0110 + 0.0001 * (i % 3) for i in range(40)]
+        stalled = steady[:19] + [0.3] * 21  # 21 of 40 calls at about 27 times the fastest
+        assert verdict_model.host_bound(**common, sample_count=40, samples=steady) == ("", "")
+        kind, why = verdict_model.host_bound(**common, sample_count=40, samples=stalled)
+        assert kind == verdict_model.PACED and "21 of its 40 calls" in why
+        # Under half stalled, or too few samples to tell, stays GPU-timed.
+        assert verdict_model.host_bound(**common, sample_count=40, samples=steady[:21] + [0.3] * 19)[0] == ""
+        assert verdict_model.host_bound(**common, sample_count=10, samples=stalled[-10:])[0] == ""
+        assert verdict_model.erratic_calls([0.01, None, "x", float("nan")] * 10) == 0
+
     def test_a_pair_is_paced_if_either_side_is_else_waits_if_either_does(self):
         paced, waits, gpu = (verdict_model.PACED, "a"), (verdict_model.WAITS, "b"), ("", "")
         assert verdict_model.pair_host_bound([waits, paced]) == paced
@@ -150,6 +162,27 @@ class TestFits:
         assert source == "90 pairs of cards on 10 ms and over ops at and below the power cap"
         *_, source = verdict_model.fit_margin(data, KEY)
         assert source == "200 pairs of cards on 1–10 ms ops below the power cap"
+
+
+class TestRerunInterval:
+    def test_a_job_of_independent_blocks_carries_no_component_one_of_stretches_does(self):
+        model = verdict_model.Model.from_json(json.loads(SHIPPED.read_text()))
+        stretches = intervals.MedianEstimate(0.0, 1e-6, 9, 10)
+        blocks = intervals.MedianEstimate(0.0, 1e-6, 9, 10, independent=True)
+        low, high = verdict_model.rerun_interval(model, KEY, stretches)
+        block_low, block_high = verdict_model.rerun_interval(model, KEY, blocks)
+        assert block_low > low and block_high < high
+        component = model.parameters(KEY).process_sd
+        assert high > math.exp(1.96 * math.sqrt(2) * component)  # the component, once for each process
+        assert block_high < math.exp(3 * math.sqrt(2e-6))  # the blocks alone
+
+    def test_a_pair_with_neither_difference_nor_variance_does_not_stop_the_fit(self):
+        same = [
+            verdict_model.Pair("k", f"w{i}", KEY, True, estimate(0.0, 0.0), estimate(0.0, 0.0), ("a", "a"))
+            for i in range(50)
+        ]
+        sd, *_ = verdict_model.fit_process_component(same, KEY)
+        assert sd == 0.0
 
 
 class TestChecks:
