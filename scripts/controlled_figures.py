@@ -11,8 +11,8 @@ each class's between-process component and margin, and every "Done when" figure 
 the shipped reruns judged again under it. `--write-model`: also write the model's parameters, which
 the recorder and `rejudge_reruns` judge by.
 
-`--since`: the host seconds of the measure jobs started from then on as well (the harness has run
-upstream's setup on the GPU since 2026-12-01T10:00 UTC; docs/protocol.md).
+`--since`: the host seconds of the measure jobs started from then on, and of those before, as well
+(the harness has run upstream's setup on the GPU since 2026-12-01T10:00 UTC; docs/protocol.md).
 """
 
 import argparse
@@ -65,7 +65,7 @@ def main(folder: Path, since: str = "") -> None:
     pace_read = Counter()  # latency jobs that read the host's pace: all, any call host-paced, half or more
     kernels, workloads, cards, differences, samples, seconds = set(), set(), set(), [], [], []
     runs = other_card = 0
-    recent = []
+    recent, earlier = [], []
     by_card = {True: [], False: [], None: []}
     durations = []  # (kernel, metric, seconds from a job's start to its finish)
     pairs = {}  # (first card, second card, small) -> signed differences, second against first
@@ -104,8 +104,9 @@ def main(folder: Path, since: str = "") -> None:
                         for k in ("process_start_s", "setup_s", "upstream_s", "warmup_s", "timing_s")
                     ]
                     seconds.append(split)
-                    if since and (job["dates"].get("started_at") or "") >= since:
-                        recent.append(split)
+                    if since:
+                        started = job["dates"].get("started_at") or ""
+                        (recent if started >= since else earlier).append(split)
                     if run["metric"] == "latency":
                         stops[sampling.get("stop")] += 1
                         samples.append(len(job["samples"]))
@@ -191,7 +192,11 @@ def main(folder: Path, since: str = "") -> None:
         )
     _print_pairs(pairs)
     print(f"latency sampling stopped on: {dict(stops)}; median samples {np.median(samples):.0f}")
-    for label, rows in (("", seconds), (f" started from {since}", recent)):
+    for label, rows in (
+        ("", seconds),
+        (f" started from {since}", recent),
+        (f" started before {since}", earlier),
+    ):
         if rows:
             split = np.array(rows).sum(axis=0)
             print(

@@ -1,0 +1,230 @@
+"""The measured figures of docs/protocol.md's prose outside "Verdicts by class" (that section is
+tests/stats/test_protocol_figures.py's) are the ones the bundled data, the shipped controlled runs
+and their scripts give today: a figure changed in the prose, or data shipped that changes it, fails
+here until the two agree (STYLE.md, "README and docs")."""
+
+import csv
+import importlib.util
+import re
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+
+from registry.stats.shipped import entries
+from tests.docs.commands import ROOT
+
+DOC = ROOT / "docs" / "protocol.md"
+RUNS = ROOT / "registry" / "data" / "controlled-runs"
+BUNDLED = ROOT / "registry" / "sources" / "liger" / "data" / "all_benchmark_data.csv"
+SINCE = "2026-12-01T10:00"
+
+
+def prose() -> str:
+    return " ".join(DOC.read_text(encoding="utf-8").split())
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def shipped() -> list[dict]:
+    return list(entries(RUNS))
+
+
+@pytest.fixture(scope="module")
+def printed() -> str:
+    script = ROOT / "scripts" / "controlled_figures.py"
+    return subprocess.run(
+        [sys.executable, script, "--since", SINCE], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def found(pattern: str, text: str) -> tuple[str, ...]:
+    match = re.search(pattern, text)
+    assert match, f"{pattern!r} not in the script's output"
+    return match.groups()
+
+
+def family(entry: dict) -> str:
+    return entry["protocol"]["comparability_family"]
+
+
+def started(job: dict) -> str:
+    return (job.get("dates") or {}).get("started_at") or ""
+
+
+def test_the_bundled_speed_rows_timed_once():
+    with BUNDLED.open(newline="", encoding="utf-8") as handle:
+        speed = [row for row in csv.DictReader(handle) if row["metric_name"] == "speed"]
+    once = sum(row["y_value_20"] == row["y_value_50"] == row["y_value_80"] for row in speed)
+    assert f"({once:,} of the {len(speed):,} speed rows of the bundled data)" in prose()
+
+
+def test_the_first_latency_jobs_that_read_the_host_pace(shipped):
+    host_paced = _script("controlled_figures")._host_paced
+    read = sorted(
+        (started(job), job)
+        for entry in shipped
+        if entry["run"]["metric"] == "latency"
+        for job in entry["jobs"]
+        if isinstance((job.get("sampling") or {}).get("host_paced_samples"), int)
+    )
+    first = 245  # the doc's count: the jobs shipped with a host pace by the time it was written
+    jobs = [job for _, job in read[:first]]
+    assert {when[:10] for when, _ in read[:first]} == {"2026-12-04"}
+    any_call = sum(job["sampling"]["host_paced_samples"] > 0 for job in jobs)
+    half = sum(host_paced(job) for job in jobs)
+    assert (
+        f"of the first {first} latency jobs that read it (2026-12-04), {any_call} had a host-paced call "
+        f"and {half} had half or more" in prose()
+    )
+
+
+def test_the_first_memory_family_disagreed_by_workspaces(shipped):
+    first = [
+        entry
+        for entry in shipped
+        if family(entry) == "kernelindex/liger-peak-memory"
+        # runs of the older protocol (no sampling on the measure job) are judged under their own
+        and all(job.get("sampling") for job in entry["jobs"] if job["kind"] == "measure")
+    ]
+    judged = [
+        (entry, job) for entry in first for job in entry["jobs"] if job["kind"] == "rerun" and job["verdict"]
+    ]
+    disagree = [(entry, job) for entry, job in judged if job["verdict"] == "disagrees"]
+    text = prose()
+    assert f'Of its {len(judged)} judged memory reruns, {len(disagree)} "disagree"' in text
+
+    spread = 0.0
+    pairs = set()
+    for entry, job in disagree:
+        measure = next(job for job in entry["jobs"] if job["kind"] == "measure")
+        step = round(abs(entry["run"]["median"] - job["median"]))
+        assert 32 <= step <= 33 or 64 <= step <= 66, (entry["kernel"]["slug"], step)
+        spread = max(spread, *(max(j["samples"]) - min(j["samples"]) for j in (measure, job)))
+        pairs.add((entry["kernel"]["slug"], round(entry["run"]["median"]), round(job["median"])))
+    assert "one or two steps of 32–33 MiB" in text
+    assert f"({spread:.0f} MiB at most)" in text
+    for slug, measured, rerun in [
+        ("softmax", 75, 42),
+        ("softmax", 75, 10),
+        ("sparse_multi_token_attention", 64, 32),
+        ("sparsemax", 104, 72),
+        ("cross_entropy", 2113, 2048),
+        ("embedding", 170, 137),
+    ]:
+        assert (slug, measured, rerun) in pairs
+    assert (
+        "softmax 75 MiB measured and 42 or 10 MiB rerun, sparse multi-token attention 64 and 32 MiB, "
+        "sparsemax 104 and 72 MiB, cross entropy 2,113 and 2,048 MiB, embedding 170 and 137 MiB" in text
+    )
+
+
+def test_the_reset_on_the_first_v2_card(shipped):
+    card = "GPU-0f69bd63"
+    runs = [
+        entry
+        for entry in shipped
+        if family(entry) == "kernelindex/liger-peak-memory-v2"
+        and any(
+            job["kind"] == "measure"
+            and started(job).startswith("2026-12-02")
+            and (job.get("gpu_uuid") or "").startswith(card)
+            for job in entry["jobs"]
+        )
+    ]
+    on_card = [
+        job
+        for entry in shipped
+        if family(entry) == "kernelindex/liger-peak-memory-v2"
+        for job in entry["jobs"]
+        if started(job).startswith("2026-12-02") and (job.get("gpu_uuid") or "").startswith(card)
+    ]
+    freed = [job["sampling"]["workspaces_freed_mb"] for job in on_card]
+    some = [mb for mb in freed if mb]
+    elsewhere = [
+        job
+        for entry in runs
+        for job in entry["jobs"]
+        if job["kind"] == "rerun" and job["verdict"] and (job.get("sampling") or {}).get("same_gpu") is False
+    ]
+    assert not [job for job in elsewhere if job["verdict"] == "disagrees"]
+    assert (
+        f"On the H200 {card} (2026-12-02, {len(runs)} v2 runs measured, {len(on_card)} jobs on that card) "
+        f"the reset freed {min(some):.0f} to {max(some):.0f} MiB in {len(some)} jobs and nothing in "
+        f"{freed.count(0)}, and none of those runs' {len(elsewhere)} reruns on another card disagrees"
+    ) in prose()
+
+
+def test_the_memory_verdicts_judged_again(shipped):
+    memory = [entry for entry in shipped if entry["run"]["metric"] == "memory"]
+
+    def was_inconclusive(job: dict) -> bool:
+        earlier = (job.get("sampling") or {}).get("earlier_judgements") or []
+        return any(judgement["verdict"] == "inconclusive" for judgement in earlier)
+
+    flipped = [job for entry in memory for job in entry["jobs"] if was_inconclusive(job)]
+    assert {job["verdict"] for job in flipped} == {"agrees"}
+    with_readings = [job for entry in memory for job in entry["jobs"] if len(job.get("samples") or []) > 10]
+    became = 0
+    for entry in memory:
+        mine = [job for job in entry["jobs"] if was_inconclusive(job)]
+        agreeing = [
+            job
+            for job in entry["jobs"]
+            if job["kind"] == "rerun"
+            and job["verdict"] == "agrees"
+            and (job.get("sampling") or {}).get("same_gpu") is False
+        ]
+        # reproduced by a verdict that was inconclusive, and by no other rerun on another card
+        became += bool(agreeing) and all(job in mine for job in agreeing)
+    text = prose()
+    assert f"every one of the {len(flipped)} inconclusive memory verdicts came from such a job" in text
+    assert f"all {len(with_readings)} such shipped jobs" in text
+    assert f"all {len(flipped)} agree and {became} runs became `reproduced`" in text
+
+
+def test_where_the_host_seconds_go(printed):
+    after = found(
+        rf"over (\d+) measure jobs started from {SINCE}: process start (\d+), setup (\d+), "
+        r"upstream call \d+, warm-up (\d+), timing (\d+); overhead / timing (\d+)%",
+        printed,
+    )
+    jobs, start, setup, warmup, timing, overhead = (int(value) for value in after)
+    before = found(
+        rf"over (\d+) measure jobs started before {SINCE}: process start \d+, setup (\d+), "
+        r"upstream call \d+, warm-up \d+, timing (\d+)",
+        printed,
+    )
+    earlier, earlier_setup, earlier_timing = (int(value) for value in before)
+    text = prose()
+    assert (
+        f"{jobs:,} measure jobs spent {setup:,} s in setup, {warmup} s warming up and {timing:,} s timing "
+        f"(overhead, with {start} s of process starts, {overhead}% of timing" in text
+    )
+    assert (
+        f"the {earlier} before spent {earlier_setup} s in setup (the losses' heads built on the CPU) "
+        f"against {earlier_timing} s of timing" in text
+    )
+
+
+def test_the_latency_verdicts_judged_again_with_batches(shipped):
+    changed = Counter()
+    for entry in shipped:
+        if entry["run"]["metric"] != "latency":
+            continue
+        for job in entry["jobs"]:
+            for earlier in (job.get("sampling") or {}).get("earlier_judgements") or []:
+                if earlier["judged_at"].startswith("2026-12-01") and earlier["verdict"] != job["verdict"]:
+                    changed[(earlier["verdict"], job["verdict"])] += 1
+    assert (
+        f"{sum(changed.values())} verdicts changed, {changed[('agrees', 'inconclusive')]} `agrees` and "
+        f"{changed[('disagrees', 'inconclusive')]} `disagrees` to `inconclusive` and "
+        f"{changed[('inconclusive', 'agrees')]} `inconclusive` to `agrees`; no measurement changed"
+    ) in prose()
