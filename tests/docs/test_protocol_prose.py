@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from collections import Counter
+from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 
@@ -228,3 +229,158 @@ def test_the_latency_verdicts_judged_again_with_batches(shipped):
         f"{changed[('disagrees', 'inconclusive')]} `disagrees` to `inconclusive` and "
         f"{changed[('inconclusive', 'agrees')]} `inconclusive` to `agrees`; no measurement changed"
     ) in prose()
+
+
+@pytest.fixture(scope="module")
+def drift() -> str:
+    script = ROOT / "bench" / "warmup_drift.py"
+    folder = ROOT / "bench" / "results" / "warmup-drift"
+    return subprocess.run(
+        [sys.executable, script, "--analyse", folder], capture_output=True, text=True, check=True
+    ).stdout
+
+
+def test_the_warm_up_table_is_the_analysis(drift):
+    (workloads,) = found(r"workloads: (\d+), measured on two cards: \d+", drift)
+    text = prose()
+    assert f"(one per kernel, {workloads} with the reference workload)" in text
+    for warmup, label in ((0.025, "25 ms (the protocol's)"), (0.25, "250 ms"), (1.0, "1 s"), (2.0, "2 s")):
+        median, one, two = found(rf"\n\s*{warmup:.3f} s\s+([\d.]+%)\s+[\d.]+%\s+(\d+%)\s+(\d+%)", drift)
+        assert f"| {label} | {median} | {one} | {two} |" in text
+
+
+def test_the_power_cap_in_the_drift_samples():
+    import json
+
+    import numpy as np
+
+    results = []
+    for path in sorted((ROOT / "bench" / "results" / "warmup-drift").glob("gpu*.json")):
+        results.append(json.loads(path.read_text())["results"])
+    reference = [
+        next(
+            r
+            for r in card
+            if (r["kernel"], r["provider"], r["operation_mode"]) == ("geglu", "liger", "backward")
+        )
+        for card in results
+    ]
+    samples = np.array(reference[0]["samples"])
+    sixteenth = samples.size // 16
+    first, last = np.median(samples[:sixteenth]), np.median(samples[-sixteenth:])
+    capped = [
+        r["gpu_state"]["after"]
+        for card in results
+        for r in card
+        if r["status"] == "ok"
+        and "sw_power_cap" in str(r["gpu_state"]["after"])
+        and r["gpu_state"]["after"]["sm_clock_mhz"] < 1900
+    ]
+    clocks = [state["sm_clock_mhz"] for state in capped]
+    power = np.median([state["power_w"] for state in capped])
+    text = prose()
+    assert f"({power:.0f} W, `sw_power_cap`".replace(f"{power:.0f}", f"{round(power, -1):.0f}") in text
+    assert f"SM clock down from 1,980 to {min(clocks):,}–{max(clocks):,} MHz" in text
+    assert (
+        f"runs at {first:.1f} ms in its first sixteenth and {last:.1f} ms in its last on the first card"
+        in text
+    )
+
+
+def test_the_reruns_between_hosts_by_band(printed):
+    text = prose()
+    bands = {}
+    for label, name in (
+        ("under 25 us", "under 25 µs"),
+        ("25-100 us", "25–100 µs"),
+        ("0.1-1 ms", "0.1–1 ms"),
+        ("1-10 ms", "1–10 ms"),
+        ("10 ms or more", "10 ms or more"),
+    ):
+        values = [
+            int(v)
+            for v in found(rf"  {re.escape(label)}\s+" + r" / ".join([r"(\d+) \((\d+)\)"] * 3), printed)
+        ]
+        agree, agree_same = values[0], values[1]
+        other, same = sum(values[0::2]), sum(values[1::2])
+        bands[name] = (agree, other)
+        assert (
+            f"{name} {agree} of {other} ({'the same card: ' if len(bands) == 1 else ''}{agree_same} of {same})"
+            in text
+        )
+    agree, total = sum(a for a, _ in bands.values()), sum(n for _, n in bands.values())
+    assert f"latency reruns on another card agree in {agree:,} of {total:,} cases overall" in text
+
+
+def _pairs(printed: str, small: bool) -> list[tuple[float, float, float, int, int]]:
+    heading = "under 0.1 ms" if small else "1 ms or more"
+    block = printed.split(f"latency workloads {heading}")[1].split("\n", 1)[1]
+    rows = []
+    for line in block.splitlines():
+        match = re.match(
+            r"  GPU-\w+ / GPU-\w+: n=(\d+), median ([+-][\d.]+)%, 95% interval ([+-][\d.]+)% to ([+-][\d.]+)%, "
+            r"(\d+)% of reruns",
+            line,
+        )
+        if not match:
+            break
+        n, median, low, high, share = match.groups()
+        rows.append((float(median), float(low), float(high), int(n), int(share)))
+    return rows
+
+
+def _signed(printed: float) -> str:
+    """A printed percentage (two decimals) as the prose quotes it: one decimal, halves up."""
+    tenths = Decimal(f"{abs(printed):.2f}").quantize(Decimal("0.1"), rounding=ROUND_HALF_UP)
+    return f"{'−' if printed < 0 else '+'}{tenths}%"
+
+
+def test_the_steady_offsets_between_pairs_of_cards(printed):
+    text = prose()
+    small, large = _pairs(printed, True), _pairs(printed, False)
+    clear = [row for row in small if row[1] > 0 or row[2] < 0]
+    assert f"Under 0.1 ms {len(clear)} of {len(small)} pairs sit clear of zero" in text
+    quoted = re.findall(
+        r"([+−][\d.]+%) \(([+−][\d.]+%) to ([+−][\d.]+%), (\d+)(?: reruns)?(?:, (\d+)% of them|, all of)?",
+        text,
+    )
+    rows = {(_signed(m), _signed(lo), _signed(hi), n): share for m, lo, hi, n, share in small}
+    checked = 0
+    for median, low, high, n, share in quoted:
+        if (median, low, high, int(n)) in rows:
+            checked += 1
+            assert not share or int(share) == rows[(median, low, high, int(n))]
+    assert checked == 6
+    reach = [row for row in large if row[1] <= 0 <= row[2]]
+    assert f"At 1 ms or more {len(reach)} of {len(large)} pairs' intervals reach zero" in text
+
+
+def test_how_far_apart_all_told(printed):
+    one, two, five, n = found(r"within: 1% (\d+)%, 2% (\d+)%, 5% (\d+)% \(n=(\d+)\)", printed)
+    unsettled, median, inside = found(
+        r"of them inconclusive: (\d+), median \|difference\| ([\d.]+)%, inside the 2% tolerance (\d+)%",
+        printed,
+    )
+    (cards,) = found(r"physical cards: (\d+)", printed)
+    paced = [
+        int(v)
+        for v in found(
+            r"host-paced or spin at its cap: agree / disagree / inconclusive (\d+) / (\d+) / (\d+)", printed
+        )
+    ]
+    others = [
+        int(v) for v in found(r"the others: agree / disagree / inconclusive (\d+) / (\d+) / (\d+)", printed)
+    ]
+    edge = [row for row in _pairs(printed, False) if (row[0], row[1], row[2]) == (-1.89, -2.37, -1.43)]
+    text = prose()
+    assert cards == "25" and "twenty-five cards" in text
+    assert "(1,654 by 2026-12-04, twenty-five cards)" in text and int(n) == 1654
+    assert f"within 1% of each other in {one}%, within 2% in {two}%, within 5% in {five}%" in text
+    assert f"at most {two}% could agree" in text
+    assert (
+        f"the {unsettled} inconclusive verdicts sit at the tolerance's edge (median |difference| {median}%, {inside}% of them inside it)"
+        in text
+    )
+    assert f"agree in {paced[0]} of {sum(paced)}; the others in {others[0]} of {sum(others):,}" in text
+    assert len(edge) == 1 and edge[0][3:] == (27, 96)
+    assert "runs 1.89% apart (95% interval 1.43% to 2.37%, 27 reruns, 96% of them the same way)" in text
