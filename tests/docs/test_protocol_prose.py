@@ -5,12 +5,14 @@ here until the two agree (STYLE.md, "README and docs")."""
 
 import csv
 import importlib.util
+import json
 import re
 import subprocess
 import sys
 from collections import Counter
 from decimal import ROUND_HALF_UP, Decimal
 
+import numpy as np
 import pytest
 
 from registry.stats.shipped import entries
@@ -250,10 +252,6 @@ def test_the_warm_up_table_is_the_analysis(drift):
 
 
 def test_the_power_cap_in_the_drift_samples():
-    import json
-
-    import numpy as np
-
     results = []
     for path in sorted((ROOT / "bench" / "results" / "warmup-drift").glob("gpu*.json")):
         results.append(json.loads(path.read_text())["results"])
@@ -279,7 +277,7 @@ def test_the_power_cap_in_the_drift_samples():
     clocks = [state["sm_clock_mhz"] for state in capped]
     power = np.median([state["power_w"] for state in capped])
     text = prose()
-    assert f"({power:.0f} W, `sw_power_cap`".replace(f"{power:.0f}", f"{round(power, -1):.0f}") in text
+    assert f"({round(power, -1):.0f} W, `sw_power_cap`" in text  # the prose gives the cap to the nearest 10 W
     assert f"SM clock down from 1,980 to {min(clocks):,}–{max(clocks):,} MHz" in text
     assert (
         f"runs at {first:.1f} ms in its first sixteenth and {last:.1f} ms in its last on the first card"
@@ -384,3 +382,74 @@ def test_how_far_apart_all_told(printed):
     assert f"agree in {paced[0]} of {sum(paced)}; the others in {others[0]} of {sum(others):,}" in text
     assert len(edge) == 1 and edge[0][3:] == (27, 96)
     assert "runs 1.89% apart (95% interval 1.43% to 2.37%, 27 reruns, 96% of them the same way)" in text
+
+
+def test_the_fused_moe_warm_up(shipped):
+    card = "GPU-ab5aef2e"
+    liger = [
+        entry
+        for entry in shipped
+        if entry["kernel"]["slug"] == "fused_moe" and entry["implementation"]["provider"] == "liger"
+    ]
+
+    def measure(entry: dict) -> dict:
+        return next(job for job in entry["jobs"] if job["kind"] == "measure")
+
+    missed = {
+        (entry["workload"]["slug"], entry["run"]["operation_mode"], entry["run"]["metric"])
+        for entry in liger
+        if not (measure(entry).get("sampling") or {}).get("upstream_warmup")
+    }
+
+    def latency(t: int, mode: str, warmed: bool) -> list[dict]:
+        return [
+            entry
+            for entry in liger
+            if entry["run"]["metric"] == "latency"
+            and entry["workload"]["x_value"] == t
+            and entry["run"]["operation_mode"] == mode
+            and bool((measure(entry).get("sampling") or {}).get("upstream_warmup")) == warmed
+            and (not warmed or measure(entry)["gpu_uuid"].startswith(card))
+        ]
+
+    on_card = sorted(
+        (started(job), job["sampling"]["setup_s"])
+        for entry in liger
+        for job in entry["jobs"]
+        if (job.get("gpu_uuid") or "").startswith(card) and (job.get("sampling") or {}).get("upstream_warmup")
+    )
+    first_setup = on_card[0][1]
+    later = [setup for _, setup in on_card[1:] if setup > 10]
+    with BUNDLED.open(newline="", encoding="utf-8") as handle:
+        bundled = {
+            (int(row["x_value"]), row["kernel_operation_mode"]): float(row["y_value_50"])
+            for row in csv.DictReader(handle)
+            if row["kernel_name"] == "fused_moe"
+            and row["kernel_provider"] == "liger"
+            and row["metric_name"] == "speed"
+            and '"sweep_dim": "T"' in row["extra_benchmark_config_str"]
+        }
+    warm = [measure(latency(t, "full", True)[0]) for t in (128, 256)]
+    cold = [latency(t, "full", False)[0] for t in (128, 256)]
+    forward = measure(latency(128, "forward", True)[0])
+    (forward_cold,) = latency(128, "forward", False)
+    text = prose()
+    assert f"Those runs ({len(missed)} targets)" in text
+    assert f"the warm-up took {first_setup:.0f} s the first time on a host" in text
+    assert f"then about {np.median(later):.0f} s in each new worker process" in text
+    assert (
+        "measured {:.2f} and {:.2f} ms (medians of {} and {} calls), beside upstream's own {:.2f} and {:.2f} ms "
+        "on an H100 in the bundled data; the runs measured without it had {:.2f} and {:.2f} ms on two other cards"
+    ).format(
+        *(np.median(job["samples"]) for job in warm),
+        *(len(job["samples"]) for job in warm),
+        bundled[(128, "full")],
+        bundled[(256, "full")],
+        *(entry["run"]["median"] for entry in cold),
+    ) in text
+    assert len({measure(entry)["gpu_uuid"] for entry in cold}) == 2
+    samples = forward["samples"]
+    assert (
+        f"(T = 128: {len(samples)} calls from {min(samples):.2f} to {max(samples):.2f} ms, median "
+        f"{np.median(samples):.2f} ms, against {forward_cold['run']['median']:.2f} ms without the warm-up)"
+    ) in text
