@@ -190,6 +190,8 @@ def test_the_memory_verdicts_judged_again(shipped):
     text = prose()
     assert f"every one of the {len(flipped)} inconclusive memory verdicts came from such a job" in text
     assert f"all {len(with_readings)} such shipped jobs" in text
+    counts = [len(job["samples"]) for job in with_readings]
+    assert f"({min(counts)} to {max(counts)} instead of 10, the extra ones first and lower)" in text
     assert f"all {len(flipped)} agree and {became} runs became `reproduced`" in text
 
 
@@ -275,10 +277,13 @@ def test_the_power_cap_in_the_drift_samples():
         and r["gpu_state"]["after"]["sm_clock_mhz"] < 1900
     ]
     clocks = [state["sm_clock_mhz"] for state in capped]
+    unloaded = max(
+        r["gpu_state"]["before"]["sm_clock_mhz"] for card in results for r in card if r["status"] == "ok"
+    )
     power = np.median([state["power_w"] for state in capped])
     text = prose()
     assert f"({round(power, -1):.0f} W, `sw_power_cap`" in text  # the prose gives the cap to the nearest 10 W
-    assert f"SM clock down from 1,980 to {min(clocks):,}–{max(clocks):,} MHz" in text
+    assert f"SM clock down from {unloaded:,} to {min(clocks):,}–{max(clocks):,} MHz" in text
     assert (
         f"runs at {first:.1f} ms in its first sixteenth and {last:.1f} ms in its last on the first card"
         in text
@@ -453,3 +458,18 @@ def test_the_fused_moe_warm_up(shipped):
         f"(T = 128: {len(samples)} calls from {min(samples):.2f} to {max(samples):.2f} ms, median "
         f"{np.median(samples):.2f} ms, against {forward_cold['run']['median']:.2f} ms without the warm-up)"
     ) in text
+
+
+def test_the_offset_cards_ran_at_full_clock(shipped):
+    # the cards of the first three pairs the prose quotes under 0.1 ms
+    cards = ("GPU-658b24c4", "GPU-f1b755d7", "GPU-59ac5df4", "GPU-ade435ab", "GPU-d5ae527f")
+    clocks = {
+        job["gpu_state"]["after"]["sm_clock_mhz"]
+        for entry in shipped
+        if entry["run"]["metric"] == "latency" and entry["run"]["median"] < 0.1
+        for job in entry["jobs"]
+        if (job.get("gpu_uuid") or "").startswith(cards)
+        and isinstance((job.get("gpu_state") or {}).get("after"), dict)
+    }
+    (clock,) = clocks
+    assert f"the SM clock of each of their cards read {clock:,} MHz after every job under 0.1 ms" in prose()
