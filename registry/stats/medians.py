@@ -6,6 +6,7 @@ Needs numpy and scipy and nothing of KernelIndex or Django: the harness's child 
 this file by path for its stopping rule, and the recorder imports it for verdicts.
 """
 
+import functools
 import math
 
 import numpy as np
@@ -27,13 +28,27 @@ def median_interval(samples, confidence: float = 0.95) -> tuple[float, float] | 
     values = np.asarray(samples, dtype=float)
     if values.size < 2:
         return None
-    interval = stats.quantile_test(values, q=float(np.median(values)), p=0.5).confidence_interval(
-        confidence_level=confidence
-    )
-    low, high = float(interval.low), float(interval.high)
+    low_rank, high_rank = median_interval_ranks(values.size, confidence)
+    if low_rank is None or high_rank is None:
+        return None
+    ordered = np.sort(values)
+    low, high = float(ordered[low_rank]), float(ordered[high_rank])
     if not (math.isfinite(low) and math.isfinite(high)):
         return None
     return low, high
+
+
+@functools.lru_cache(maxsize=4096)
+def median_interval_ranks(count: int, confidence: float) -> tuple[int | None, int | None]:
+    """Which order statistics (0-based, in `count` sorted samples) bound the median's interval,
+    None for an end past the samples: scipy's quantile_test reads them from the binomial
+    distribution of `count` trials, so they depend on nothing else. Asked of `range(count)`, its
+    interval is those ranks. Setting up scipy's distributions cost more than the rest of the
+    interval, and a load of the shipped runs asks for thousands of intervals of a few sizes."""
+    interval = stats.quantile_test(np.arange(count, dtype=float), q=0, p=0.5).confidence_interval(
+        confidence_level=confidence
+    )
+    return tuple(int(end) if math.isfinite(end) else None for end in (interval.low, interval.high))
 
 
 def relative_precision(samples, confidence: float = 0.99) -> float:

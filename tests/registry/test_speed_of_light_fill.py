@@ -42,22 +42,38 @@ def load() -> str:
     return out.getvalue()
 
 
-@pytest.fixture
-def small_bundle(tmp_path, monkeypatch):
+def small_bundle_patch(patch: pytest.MonkeyPatch, folder) -> None:
     """The command over a slice of what ships, so that a load takes a second: the A100 GeGLU rows
     of the Liger data and the H200 GeGLU controlled runs (and the shipped ceilings)."""
-    csv = write_csv(tmp_path / "geglu.csv", bundled_rows("geglu"))
-    monkeypatch.setattr(
+    csv = write_csv(folder / "geglu.csv", bundled_rows("geglu"))
+    patch.setattr(
         load_bundled_data,
         "bundled_load_all",
         lambda progress: {"liger-kernel": liger_import(path=csv, progress=progress)},
     )
-    monkeypatch.setattr(load_bundled_data, "BUNDLED_CONTROLLED_DIR", H200_GEGLU)
+    patch.setattr(load_bundled_data, "BUNDLED_CONTROLLED_DIR", H200_GEGLU)
 
 
 @pytest.fixture
-def loaded(small_bundle):
-    load()
+def small_bundle(tmp_path, monkeypatch):
+    small_bundle_patch(monkeypatch, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def loaded_once(django_db_setup, django_db_blocker, tmp_path_factory):
+    """The small bundle loaded once for this module, committed, and removed after it: each test
+    starts from the state a first load leaves (its own writes are rolled back), as it did when
+    each loaded it again inside its transaction (the module's tests took 5 loads, not one)."""
+    with django_db_blocker.unblock(), pytest.MonkeyPatch.context() as patch:
+        small_bundle_patch(patch, tmp_path_factory.mktemp("small-bundle"))
+        load()
+    yield
+    with django_db_blocker.unblock():
+        call_command("flush", "--noinput", verbosity=0)
+
+
+@pytest.fixture
+def loaded(loaded_once, small_bundle):
     assert set(BenchmarkRun.objects.values_list("environment__slug", flat=True)) == {A100, H200}
 
 
