@@ -135,9 +135,9 @@ def _cap_lines(rows: list[shipped.Rerun], folder: Path) -> list[str]:
         for job in entry["jobs"]:
             blocks = (job.get("gpu_state") or {}).get("blocks")
             if isinstance(blocks, list):
-                state[(entry["run"]["external_id"], job["kind"], (job.get("dates") or {}).get("started_at"))] = (
-                    sum(_capped(b) for b in blocks) / len(blocks) if blocks else 0.0
-                )
+                state[
+                    (entry["run"]["external_id"], job["kind"], (job.get("dates") or {}).get("started_at"))
+                ] = sum(_capped(b) for b in blocks) / len(blocks) if blocks else 0.0
     measured = {key[0]: share for key, share in state.items() if key[1] == "measure"}
     alike, unlike = [], []
     for row in rows:
