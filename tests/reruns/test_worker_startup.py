@@ -9,8 +9,9 @@ import pytest
 from celery.exceptions import SecurityError
 from django.test import override_settings
 
+from registry.reruns import worker_startup
 from registry.reruns.services.signing import worker_key_problem
-from registry.reruns.worker_startup import WorkerKeyCheck
+from registry.reruns.worker_startup import WorkerKeyCheck, gpu_queues
 from tests.reruns.worker import ROOT, Worker
 
 
@@ -50,12 +51,36 @@ class TestTheBootstep:
         ):
             WorkerKeyCheck(worker_serving("gpu.nvidia-h200", "default"))
 
-    @override_settings(WORKER_KEY_FILE="", WORKER_NAME="")
-    def test_a_worker_on_the_default_queue_alone_needs_no_key(self):
-        WorkerKeyCheck(worker_serving("default"))
+    @override_settings(WORKER_KEY_FILE="", WORKER_NAME="", GPU_WORKER=False)
+    def test_a_worker_on_the_default_queue_alone_needs_no_key(self, monkeypatch):
+        asked = checked_keys(monkeypatch)
+        assert worker_key_problem()  # no usable key here, so a check would refuse
+        worker = worker_serving("default")
+        WorkerKeyCheck(worker)
+        assert gpu_queues(worker) == []
+        assert asked == []  # the key was never looked at
 
-    def test_a_gpu_queue_with_a_usable_key_starts(self):
+    @override_settings(WORKER_KEY_FILE="", WORKER_NAME="", GPU_WORKER=True)
+    def test_the_gpu_worker_role_needs_a_key_whatever_its_queues(self):
+        with pytest.raises(SecurityError, match=r"^This GPU worker \(the gpu-worker role\) cannot sign"):
+            WorkerKeyCheck(worker_serving("default"))
+
+    def test_a_gpu_queue_with_a_usable_key_starts(self, monkeypatch):
+        asked = checked_keys(monkeypatch)
         WorkerKeyCheck(worker_serving("gpu.cpu", "default"))
+        assert asked == [""]  # the key was checked once, and found usable
+
+
+def checked_keys(monkeypatch) -> list[str]:
+    """What the bootstep's key checks answered, in order."""
+    answers = []
+
+    def recorded():
+        answers.append(worker_key_problem())
+        return answers[-1]
+
+    monkeypatch.setattr(worker_startup, "worker_key_problem", recorded)
+    return answers
 
 
 def test_a_real_gpu_worker_without_its_key_file_exits_at_once_with_one_line(tmp_path):
