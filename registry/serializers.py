@@ -88,7 +88,7 @@ class ControlledJobSerializer(serializers.Serializer):
     verdict_note = serializers.CharField(source="job.verdict_note")
     verdict_class = serializers.CharField(
         help_text='The verdict model\'s class ("latency|1–10 ms|below the power cap"; "latency|waits on the host|'
-        '1–10 ms"; "latency|host-bound", the ops the host paces); '
+        '1–10 ms"; "latency|timed on two kinds of host|1–10 ms"; "latency|host-bound", the ops the host paces); '
         "blank for a verdict under the fixed tolerance (memory, older protocols)."
     )
     class_words = serializers.CharField(help_text='The class in words: "1–10 ms ops below the power cap".')

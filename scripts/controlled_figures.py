@@ -308,7 +308,7 @@ def verdict_figures(folder: Path, write_model: Path | None = None) -> dict:
         )
         figures[f"margin {key}"] = params.margin
         figures[f"process sd {key}"] = params.process_sd
-    gpu_timed = [row for row in rows if not row.host_bound]
+    gpu_timed = [row for row in rows if verdict_model.is_gpu_timed(row.pair.key)]
     cross = [row.pair for row in gpu_timed if not row.pair.same_card]
     counts = Counter(verdict_model.verdicts(model, cross))
     figures["cross n"] = len(cross)
@@ -370,6 +370,7 @@ def verdict_figures(folder: Path, write_model: Path | None = None) -> dict:
         )
     _misses(figures, model, cross, long_enough)
     _cap_by_clock(figures, folder)
+    _host_kinds(figures, model, rows, cross)
     bound = [row for row in rows if row.host_bound]
     figures["host-bound reruns"] = len(bound)
     print(
@@ -448,7 +449,7 @@ def _cap_by_clock(figures: dict, folder: Path) -> None:
     )
     every = shipped.reruns(folder, capped=_capped_and_slowed)
     model = verdict_model.fit([row.pair for row in every], gpu=GPU)
-    cross = [row.pair for row in every if not row.host_bound and not row.pair.same_card]
+    cross = [row.pair for row in every if verdict_model.is_gpu_timed(row.pair.key) and not row.pair.same_card]
     long_enough = [p for p in cross if p.old.median >= 0.1]
     figures["slowed agree"], figures["slowed shift 5% agree"] = _agree_and_shifted(model, cross, long_enough)
     print(
@@ -460,7 +461,42 @@ def _cap_by_clock(figures: dict, folder: Path) -> None:
 
 
 def _waits(key: str) -> bool:
-    return not verdict_model.is_gpu_timed(key) and not verdict_model.is_paced(key)
+    return key.split("|")[1] == verdict_model.HOST_WAITS_CLASS
+
+
+def _host_kinds(figures: dict, model, rows: list, cross: list) -> None:
+    """The reruns timed on another kind of host than their measurement (verdict_model.hosts_differ),
+    judged apart: how they fare, and the GPU agreement had they been counted in it."""
+    apart = [
+        row.pair
+        for row in rows
+        if not row.pair.same_card and row.pair.key.split("|")[1] == verdict_model.HOST_KINDS_CLASS
+    ]
+    counted = Counter(verdict_model.verdicts(model, apart))
+    both = Counter(verdict_model.verdicts(model, cross + apart))
+    figures["host kinds cross n"] = len(apart)
+    figures["host kinds cross agree"] = counted["agrees"] / len(apart) if apart else math.nan
+    figures["with host kinds agree"] = both["agrees"] / (len(cross) + len(apart))
+    figures["with host kinds disagree"] = both["disagrees"] / (len(cross) + len(apart))
+    # How far apart pairs of cards put a workload's median, by the kinds of host of the two jobs.
+    by_hosts = {}
+    for row in rows:
+        if not row.pair.same_card and not verdict_model.is_paced(row.pair.key) and not _waits(row.pair.key):
+            by_hosts.setdefault(row.hosts, []).append(math.expm1(row.pair.log_ratio))
+    for hosts, differences in sorted(by_hosts.items()):
+        spread = float(np.quantile(np.abs(differences), verdict_model.MARGIN_QUANTILE))
+        faster = sum(d < 0 for d in differences)
+        figures[f"hosts {' / '.join(hosts)}"] = (len(differences), spread, faster)
+        print(
+            f"  measured on {hosts[0] or 'an unrecorded host'}, rerun on {hosts[1] or 'an unrecorded host'}: "
+            f"{len(differences)} pairs, {spread:.1%} apart at the 95th percentile, the rerun faster in {faster}"
+        )
+    print(
+        f"timed on two kinds of host, on another card (judged apart, never counted above): {len(apart)}; agree "
+        f"{counted['agrees']}, disagree {counted['disagrees']}, inconclusive {counted['inconclusive']}; counted "
+        f"with the GPU-timed ones: {figures['with host kinds agree']:.1%} agree, "
+        f"{figures['with host kinds disagree']:.1%} disagree of {len(cross) + len(apart)}"
+    )
 
 
 def _reproduced_figures(folder: Path, model) -> dict:

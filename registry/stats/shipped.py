@@ -22,6 +22,7 @@ class Rerun:
     started_at: str
     old_verdict: str
     host_bound: str  # why, or ""
+    hosts: tuple[str, str] = ("", "")  # the kinds of host of the measurement and the rerun (host_kind)
 
 
 def entries(folder: Path):
@@ -33,7 +34,8 @@ def job_class(
     entry: dict, measure: dict, rerun: dict | None, *, capped=verdict_model.power_capped
 ) -> tuple[str, str]:
     """(class key, why host-bound or "") of a rerun against its measurement (rerun None: the
-    measurement's own class). Either side at the cap or host-bound puts the pair there. `capped`
+    measurement's own class). Either side at the cap or host-bound puts the pair there, and so do
+    two kinds of host (verdict_model.hosts_differ). `capped`
     reads a job's GPU state (another reading of the cap, for comparison: controlled_figures)."""
     run = entry["run"]
     jobs = [measure] + ([rerun] if rerun else [])
@@ -51,7 +53,11 @@ def job_class(
     kind, why = verdict_model.pair_host_bound(kinds)
     at_cap = any(capped(job.get("gpu_state") or {}) for job in jobs)
     key = verdict_model.class_key(
-        metric=run["metric"], median_ms=run["median"], capped=at_cap, host_bound=kind
+        metric=run["metric"],
+        median_ms=run["median"],
+        capped=at_cap,
+        host_bound=kind,
+        hosts_differ=verdict_model.hosts_differ(job.get("environment") for job in jobs),
     )
     return key, why
 
@@ -89,7 +95,11 @@ def reruns(folder: Path, *, capped=verdict_model.power_capped) -> list[Rerun]:
                 cards=cards,
             )
             started = (job.get("dates") or {}).get("started_at") or ""
-            out.append(Rerun(pair, run["external_id"], started, job["verdict"], why))
+            hosts = (
+                verdict_model.host_kind(measure.get("environment")),
+                verdict_model.host_kind(job.get("environment")),
+            )
+            out.append(Rerun(pair, run["external_id"], started, job["verdict"], why, hosts))
     return out
 
 

@@ -21,6 +21,13 @@ from registry.stats import intervals
 BANDS = ((10.0, "10 ms and over"), (1.0, "1–10 ms"), (0.1, "0.1–1 ms"), (0.0, "under 0.1 ms"))
 HOST_BOUND = "host-bound"  # the class of jobs the host paces (PACED)
 HOST_WAITS_CLASS = "waits on the host"  # the classes, by band, of jobs that wait on it once a call
+# The classes, by band, of a rerun timed on another kind of host than its measurement (host_kind):
+# the first H200 sweep ran on two-GPU hosts (32 CPU threads), a worker timing on each card at once,
+# and the reruns of its runs on one-GPU hosts (16 threads) lie apart by over twice as much as
+# pairs timed on one kind of host (docs/protocol.md, "Verdicts by class").
+HOST_KINDS_CLASS = "timed on two kinds of host"
+# The classes judged apart from the GPU's agreement: the figure holds more than the GPU's work.
+APART = (HOST_BOUND, HOST_WAITS_CLASS, HOST_KINDS_CLASS)
 PACED, WAITS = "paced", "waits"
 MARGIN_QUANTILE = 0.95  # a margin: how far apart 95 in 100 pairs of cards put a workload's median
 MIN_PAIRS = 20  # a floor; a margin also needs a finite interval of its 95th percentile (about 60 pairs)
@@ -226,18 +233,37 @@ def power_capped(gpu_state: dict) -> bool:
     return bool(POWER_LIMITS & set(after.get("reasons") or []))
 
 
-def class_key(*, metric: str, median_ms: float, capped: bool, host_bound: str | bool) -> str:
-    """`host_bound`: the kind host_bound() gives ("" GPU-timed; True is taken as PACED)."""
+def host_kind(environment: dict | None) -> str:
+    """The kind of host a job was timed on, from its recorded environment: its CPU and how many
+    threads it has ("Intel(R) Xeon(R) Processor, 16 threads"); "" where either is not recorded."""
+    env = environment if isinstance(environment, dict) else {}
+    cpu, threads = env.get("cpu"), env.get("cpu_threads")
+    return f"{cpu}, {threads} threads" if cpu and threads else ""
+
+
+def hosts_differ(environments) -> bool:
+    """Whether jobs were timed on different kinds of host: every kind known, and not all one."""
+    kinds = [host_kind(env) for env in environments]
+    return all(kinds) and len(set(kinds)) > 1
+
+
+def class_key(
+    *, metric: str, median_ms: float, capped: bool, host_bound: str | bool, hosts_differ: bool = False
+) -> str:
+    """`host_bound`: the kind host_bound() gives ("" GPU-timed; True is taken as PACED);
+    `hosts_differ`: the two jobs ran on different kinds of host (hosts_differ())."""
     if host_bound is True or host_bound == PACED:
         return f"{metric}|{HOST_BOUND}"
     if host_bound == WAITS:
         return f"{metric}|{HOST_WAITS_CLASS}|{band(median_ms)}"
+    if hosts_differ:
+        return f"{metric}|{HOST_KINDS_CLASS}|{band(median_ms)}"
     return f"{metric}|{band(median_ms)}|{'at the power cap' if capped else 'below the power cap'}"
 
 
 def is_gpu_timed(key: str) -> bool:
     """A class of GPU-timed ops: the ones GPU agreement counts."""
-    return _second(key) not in (HOST_BOUND, HOST_WAITS_CLASS)
+    return _second(key) not in APART
 
 
 def is_paced(key: str) -> bool:
@@ -257,6 +283,8 @@ def class_words(key: str) -> str:
         return "ops whose timed pass the host paces"
     if parts[1] == HOST_WAITS_CLASS:
         return f"{parts[2]} ops whose timed pass waits on the host"
+    if parts[1] == HOST_KINDS_CLASS:
+        return f"{parts[2]} ops timed on two kinds of host"
     return f"{parts[1]} ops {parts[2]}"
 
 
@@ -426,31 +454,39 @@ def _component_scopes(key: str):
     """Where a class's between-process component and margin are fitted: the class; else its band
     at and below the cap; else every band on its side of 1 ms (process-to-process spread follows
     how long an op runs: under 1 ms it is several times larger); else every GPU-timed class of its
-    metric. A class of ops that wait on the host widens within those ops first (its side of 1 ms,
-    then all of them), then takes the GPU-timed scopes of its band."""
+    metric. A banded class judged apart (ops that wait on the host, reruns timed on another kind of
+    host) widens within its own kind first (its side of 1 ms, then every band), then takes the
+    GPU-timed scopes of its band."""
     metric, rest = key.split("|", 1)
     yield class_words(key), lambda other: other == key
     if rest == HOST_BOUND:
-        yield "ops whose figure includes the host's pace", lambda other: not is_gpu_timed(other)
+        yield (
+            "ops whose figure includes the host's pace",
+            lambda other: _second(other) in (HOST_BOUND, HOST_WAITS_CLASS),
+        )
         return
-    waits = rest.startswith(HOST_WAITS_CLASS + "|")
-    band_name = rest.split("|")[-1] if waits else rest.split("|")[0]
+    kind = rest.split("|")[0] if rest.split("|")[0] in APART else ""
+    band_name = rest.split("|")[-1] if kind else rest.split("|")[0]
     long_op = band_name in LONG_BANDS
 
     def parts(other: str) -> list[str]:
         return other.split("|")
 
     def side(other: str) -> bool:
-        return (parts(other)[-1 if parts(other)[1] == HOST_WAITS_CLASS else 1] in LONG_BANDS) == long_op
+        return (parts(other)[-1 if parts(other)[1] in APART else 1] in LONG_BANDS) == long_op
 
-    if waits:
+    if kind:
+        what = {
+            HOST_WAITS_CLASS: "whose timed pass waits on the host",
+            HOST_KINDS_CLASS: "timed on two kinds of host",
+        }[kind]
         yield (
-            f"ops {'of 1 ms and over' if long_op else 'under 1 ms'} whose timed pass waits on the host",
-            lambda other: parts(other)[0] == metric and parts(other)[1] == HOST_WAITS_CLASS and side(other),
+            f"ops {'of 1 ms and over' if long_op else 'under 1 ms'} {what}",
+            lambda other: parts(other)[0] == metric and parts(other)[1] == kind and side(other),
         )
         yield (
-            "every op whose timed pass waits on the host",
-            lambda other: parts(other)[0] == metric and parts(other)[1] == HOST_WAITS_CLASS,
+            f"every op {what}",
+            lambda other: parts(other)[0] == metric and parts(other)[1] == kind,
         )
     yield (
         f"{band_name} ops at and below the power cap",

@@ -100,6 +100,27 @@ class TestHostBound:
         page = client.get(reverse("registry:run-detail", args=[run.pk])).content.decode()
         assert "Includes the host's pace." in page and "never count in the GPU's agreement" in page
 
+    def test_a_rerun_on_another_kind_of_host_is_judged_in_its_own_class_and_says_so(self, client, h200_run):
+        job = geglu_measure_job("huggingface", "forward", "latency", workloads=[h200_run.workload])
+        result = harness_result(0.9, gpu_uuid=CARDS[0])
+        result["environment"].update(cpu="Intel(R) Xeon(R) Processor", cpu_threads=32)
+        run = record(job, result).result_run
+        rerun = harness_result(0.9018, samples=spread_samples(0.9018), gpu_uuid=CARDS[1])
+        rerun["environment"].update(cpu="Intel(R) Xeon(R) Processor", cpu_threads=16)
+        judged = record(rerun_request(run=run), rerun)
+        account = judged.sampling["verdict_model"]
+        assert account["verdict_class"] == "latency|timed on two kinds of host|0.1–1 ms"
+        assert "0.1–1 ms ops timed on two kinds of host" in account["words"]
+        assert not account["host_bound"]  # the figure is the GPU's; the pair's hosts differ
+        assert judged.verdict == "agrees" and judged.raises_level
+        data = client.get(reverse("run-detail", args=[run.pk])).json()
+        assert data["reruns"][0]["class_words"] == "0.1–1 ms ops timed on two kinds of host"
+        assert data["host_bound"] is False
+        # The same rerun on the measurement's kind of host is judged in the GPU-timed class.
+        rerun["environment"]["cpu_threads"] = 32
+        alike = record(rerun_request(run=run), rerun)
+        assert alike.sampling["verdict_model"]["verdict_class"] == "latency|0.1–1 ms|below the power cap"
+
     def test_the_api_filter_finds_host_bound_runs_only(self, client, h200_run):
         bound = measured_run(h200_run, sampling={"host_paced_samples": 30})
         rerun_on(bound, CARDS[1], 0.9)

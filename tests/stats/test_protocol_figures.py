@@ -65,6 +65,7 @@ def test_the_paragraph_on_the_misses_gives_the_scripts_figures(figures):
     text = " ".join(section().split())
     pct = "{:.1%}".format
     for phrase in (
+        *host_kind_phrases(figures),
         f"({figures['shift 5% agrees at the cap']} of the {figures['shift 5% agrees']} shifted reruns that agree",
         f"({figures['inconclusive at the cap']} of {figures['inconclusive']}) and under 0.1 ms "
         f"({figures['inconclusive under 0.1 ms']})",
@@ -72,10 +73,28 @@ def test_the_paragraph_on_the_misses_gives_the_scripts_figures(figures):
         f"{figures['repeat reruns']} reruns on another card are second and later reruns",
         f"each run agrees in {pct(figures['first agree'])}",
         f"{figures['cap named at the top clock']} of the {figures['cap named']} readings that name a power limit",
-        f"gives {pct(figures['slowed agree'])} agreement and raises the shifted agreement to "
+        f"gives {pct(figures['slowed agree'])} agreement and a shifted agreement of "
         f"{pct(figures['slowed shift 5% agree'])}",
+        f"with the GPU-timed ones under today's model, they give {pct(figures['with host kinds agree'])} "
+        f"agree and {pct(figures['with host kinds disagree'])} disagree of "
+        f"{figures['cross n'] + figures['host kinds cross n']:,}",
+        f"{figures['host kinds cross n']} on another card: {pct(figures['host kinds cross agree'])} agree",
     ):
         assert phrase in text, f"docs/protocol.md lacks: {phrase}"
+
+
+def host_kind_phrases(figures: dict) -> list[str]:
+    """The pairs by kinds of host the "Timed on two kinds of host" paragraph gives."""
+    sixteen, thirty_two = "Intel(R) Xeon(R) Processor, 16 threads", "Intel(R) Xeon(R) Processor, 32 threads"
+    across = figures[f"hosts {thirty_two} / {sixteen}"]
+    alike = figures[f"hosts {sixteen} / {sixteen}"]
+    shared = figures[f"hosts {thirty_two} / {thirty_two}"]
+    return [
+        f"lie apart by {across[1]:.1%} at the 95th percentile ({across[0]} pairs)",
+        f"by {alike[1]:.1%} ({alike[0]:,} pairs with 16 threads on both sides)",
+        f"and {shared[1]:.1%} ({shared[0]} pairs with 32 on both)",
+        f"the faster in {across[2]} of the {across[0]} pairs, against {alike[2]} of the {alike[0]:,} on one kind",
+    ]
 
 
 def test_the_shipped_model_is_the_one_the_script_fits(figures):

@@ -75,6 +75,25 @@ class TestClasses:
         assert verdict_model.class_words(KEY) == "1–10 ms ops below the power cap"
         assert verdict_model.is_gpu_timed(KEY) and not verdict_model.is_paced(KEY)
 
+    def test_a_rerun_on_another_kind_of_host_is_its_own_class_judged_apart(self):
+        one = {"cpu": "Intel(R) Xeon(R) Processor", "cpu_threads": 16}
+        two = {"cpu": "Intel(R) Xeon(R) Processor", "cpu_threads": 32}
+        assert verdict_model.host_kind(one) == "Intel(R) Xeon(R) Processor, 16 threads"
+        assert verdict_model.hosts_differ([two, one]) and not verdict_model.hosts_differ([one, dict(one)])
+        # A side whose host is not recorded (older jobs, a contributor's file) tells nothing.
+        assert not verdict_model.hosts_differ([two, {}]) and not verdict_model.hosts_differ([two, None])
+        key = verdict_model.class_key(
+            metric="latency", median_ms=0.05, capped=True, host_bound="", hosts_differ=True
+        )
+        assert key == "latency|timed on two kinds of host|under 0.1 ms"
+        assert verdict_model.class_words(key) == "under 0.1 ms ops timed on two kinds of host"
+        assert not verdict_model.is_gpu_timed(key) and not verdict_model.is_paced(key)
+        # The host's pace is the stronger reason: such a pair stays in its host-bound class.
+        waits = verdict_model.class_key(
+            metric="latency", median_ms=5, capped=False, host_bound=verdict_model.WAITS, hosts_differ=True
+        )
+        assert waits == "latency|waits on the host|1–10 ms"
+
     def test_the_words_state_verdict_margin_and_class(self):
         words = verdict_model.verdict_words("agrees", KEY, 0.031)
         assert (
@@ -162,6 +181,26 @@ class TestFits:
         assert source == "90 pairs of cards on 10 ms and over ops at and below the power cap"
         *_, source = verdict_model.fit_margin(data, KEY)
         assert source == "200 pairs of cards on 1–10 ms ops below the power cap"
+
+    def test_reruns_on_two_kinds_of_host_take_their_margin_from_such_pairs_not_from_the_gpu_timed(self):
+        rng = np.random.default_rng(6)
+        across = "latency|timed on two kinds of host|1–10 ms"
+        data = pairs(rng, count=400, process_sd=0.002, card_sd=0.01) + pairs(
+            rng, count=60, process_sd=0.002, card_sd=0.05, key=across
+        )
+        data += pairs(
+            rng,
+            count=100,
+            process_sd=0.002,
+            card_sd=0.05,
+            key="latency|timed on two kinds of host|10 ms and over",
+        )
+        wide, count, *_, source = verdict_model.fit_margin(data, across)
+        assert (
+            source == "80 pairs of cards on ops of 1 ms and over timed on two kinds of host" and count == 80
+        )
+        narrow, *_ = verdict_model.fit_margin(data, KEY)
+        assert wide > 2 * narrow  # the GPU-timed class's margin is not widened by them
 
 
 class TestRerunInterval:

@@ -270,7 +270,7 @@ def _judgement_store(job: RerunJob, run: BenchmarkRun) -> None:
         samples=job.samples,
         upstream=job.upstream,
         figures=(job.median, job.p20, job.p80),
-        job_state={"sampling": job.sampling, "gpu_state": job.gpu_state},
+        job_state={"sampling": job.sampling, "gpu_state": job.gpu_state, "environment": job.environment},
     )
     measured_by, basis = judged.measured_by, judged.basis
     job.tolerance = judged.tolerance
