@@ -4,7 +4,6 @@ and their scripts give today: a figure changed in the prose, or data shipped tha
 here until the two agree (STYLE.md, "README and docs")."""
 
 import csv
-import importlib.util
 import json
 import re
 import subprocess
@@ -17,6 +16,7 @@ import pytest
 
 from registry.stats.shipped import entries
 from tests.docs.commands import ROOT
+from tests.scripts import load_script
 
 DOC = ROOT / "docs" / "protocol.md"
 RUNS = ROOT / "registry" / "data" / "controlled-runs"
@@ -29,10 +29,7 @@ def prose() -> str:
 
 
 def _script(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(name)
 
 
 @pytest.fixture(scope="module")

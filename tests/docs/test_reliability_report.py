@@ -2,7 +2,6 @@
 the fault tests' `figure()` lines, named by date and machine (tests/docs/test_cited_figures.py checks
 each figure against it)."""
 
-import importlib.util
 import json
 import re
 import subprocess
@@ -10,12 +9,9 @@ import sys
 
 from tests.docs.commands import ROOT
 from tests.docs.test_cited_figures import citations
+from tests.scripts import load_script
 
-_spec = importlib.util.spec_from_file_location(
-    "reliability_report", ROOT / "scripts" / "reliability_report.py"
-)
-reliability_report = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(reliability_report)
+reliability_report = load_script("reliability_report")
 
 LINES = [
     {"figure": "item2.long_job", "value": 3, "at": "2026-12-05 10:00:00"},

@@ -2,18 +2,16 @@
 (docs/reports/2026-12-06-h100-blocks.md) is what scripts/blocks_report.py prints from the sweep's
 exports in bench/results/blocks-h100/, and the figures it rests on hold there."""
 
-import importlib.util
 from pathlib import Path
+
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "docs" / "reports" / "2026-12-06-h100-blocks.md"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("blocks_report", ROOT / "scripts" / "blocks_report.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("blocks_report")
 
 
 def test_the_report_is_what_the_script_prints():

@@ -3,12 +3,12 @@ what scripts/kit_report.py prints from the kit's result files, judged against th
 controlled runs by the site's own rule."""
 
 import copy
-import importlib.util
 from pathlib import Path
 
 import pytest
 
 from registry.reruns.controlled import controlled_runs_load
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "docs" / "reports" / "2026-12-01-h200-kit.md"
@@ -17,10 +17,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("kit_report", ROOT / "scripts" / "kit_report.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("kit_report")
 
 
 @pytest.fixture

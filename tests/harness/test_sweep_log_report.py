@@ -3,20 +3,16 @@ is what scripts/sweep_log_report.py prints from the shipped controlled runs and 
 the log's figures appear only quoted, as a log."""
 
 import copy
-import importlib.util
 from pathlib import Path
+
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "docs" / "reports" / "2026-12-04-h200-sweep-log.md"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location(
-        "sweep_log_report", ROOT / "scripts" / "sweep_log_report.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("sweep_log_report")
 
 
 def test_the_report_is_what_the_script_prints_from_the_shipped_files():

@@ -2,12 +2,13 @@
 (as runserver's autoreloader child holds 8000) is gone after the stop, even one that ignores
 SIGTERM. tests/docs/test_commands.py sends SIGTERM to the real command as well."""
 
-import importlib.util
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 PORT = 8242
@@ -26,10 +27,7 @@ time.sleep(600)
 
 
 def dev_module():
-    spec = importlib.util.spec_from_file_location("dev", ROOT / "scripts" / "dev.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("dev")
 
 
 def port_held() -> bool:

@@ -9,7 +9,6 @@ It takes about three minutes, so it runs only when asked:
 """
 
 import hashlib
-import importlib.util
 import io
 import json
 import os
@@ -24,15 +23,13 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from registry.reruns.harness import upstream
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def load_wheelhouse():
-    spec = importlib.util.spec_from_file_location("wheelhouse", ROOT / "scripts" / "wheelhouse.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("wheelhouse")
 
 
 def fake_sdist(path: Path, version: str = "0.8.5") -> str:

@@ -13,7 +13,6 @@ SECRET_KEY or JOB_SIGNING_KEY.
 Real Redis ACLs on the test's Redis: each test makes uniquely named users and deletes them.
 """
 
-import importlib.util
 import os
 import time
 import uuid
@@ -32,16 +31,14 @@ from registry.reruns.services.signing import job_verify_key_text, private_key_ge
 from tests.faults.support import figure, needs_redis, small_cpu_rows
 from tests.reruns.conftest import TEST_WORKER, csv_import, harness_result, worker_key_for_tests
 from tests.reruns.worker import WORKER_ENV, Worker, broker_clear, broker_key, broker_prefix, celery_app_for
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = needs_redis
 
 
 def prod_module():
-    spec = importlib.util.spec_from_file_location("prod_script", ROOT / "scripts" / "prod.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("prod")
 
 
 PROD = prod_module()

@@ -3,7 +3,6 @@ once for this module (a whole load is the suite's most expensive set-up), and ea
 it checks from that. The second load must change nothing; the README's counts are the command's;
 `verify_registry` passes over every source (as `.ci/run` once checked in a step of its own)."""
 
-import importlib.util
 import json
 import re
 from collections import Counter
@@ -20,6 +19,7 @@ from registry.models import BenchmarkRun
 from registry.reruns.models import RerunJob
 from registry.speed_of_light import speed_of_light_stale
 from tests.harness.test_controlled_runs import shipped_entries
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -67,9 +67,7 @@ class TestLoadBundledDataCommand:
         )
         assert reproduced == backed
         # ... and the database's cuda-v1 latency runs reproduced are the figure the script gives.
-        spec = importlib.util.spec_from_file_location("figures", ROOT / "scripts" / "controlled_figures.py")
-        script = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(script)
+        script = load_script("controlled_figures")
         model = script.verdict_model.Model.from_json(json.loads(script.MODEL_PATH.read_text()))
         expected = script._reproduced_figures(script.FOLDER, model)["reproduced runs"]
         # (the script reads the shipped Liger runs' exports; KernelBench's H100 and H200

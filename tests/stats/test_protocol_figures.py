@@ -1,22 +1,19 @@
 """docs/protocol.md, "Verdicts by class", gives the figures scripts/controlled_figures.py
 --verdicts computes from the shipped runs today, and the shipped model is the one it fits."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def figures() -> dict:
-    spec = importlib.util.spec_from_file_location(
-        "controlled_figures", ROOT / "scripts" / "controlled_figures.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("controlled_figures")
     return module.verdict_figures(module.FOLDER)
 
 

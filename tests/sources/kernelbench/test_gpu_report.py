@@ -1,20 +1,16 @@
 """The dated report of KernelBench's GPU sweeps is what its script prints from the shipped files."""
 
-import importlib.util
 import re
 from pathlib import Path
+
+from tests.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[3]
 REPORT = ROOT / "docs" / "reports" / "2026-12-06-h200-h100-kernelbench.md"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location(
-        "kernelbench_gpu_report", ROOT / "scripts" / "kernelbench_gpu_report.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("kernelbench_gpu_report")
 
 
 def test_the_report_is_what_the_script_prints_from_the_shipped_files():
