@@ -263,13 +263,16 @@ def reruns_rejudge(*, gpu: str = "", kernel: str = "") -> Counter:
 
 def _reruns_judged_in_memory(jobs) -> tuple[list[tuple[int, tuple[str, str]]], set[int]]:
     """Every job of `jobs` judged again from rows read at once, nothing written: ([(job pk,
-    (verdict before, verdict now))] in pk order, the pks `rerun_rejudge` must record). Those are
-    every job of a run where one job's judgement changes, and the first job of a run whose level
-    the rule sets otherwise than stored; for any other job, `rerun_rejudge` would find the same
-    judgement and the same level and write nothing. A run's judgements and level depend only on
-    the run, its measure job and its own reruns, so calling `rerun_rejudge` for these alone, in
-    order, leaves what calling it for every job does: the same rows, audit entries and reports.
-    A load of unchanged data (a second `load_bundled_data`) then opens no transaction here."""
+    (verdict before, verdict now))] in pk order, the pks `rerun_rejudge` must record).
+
+    Those are the jobs whose judgement changes, and the jobs after whose judging the run's level
+    changes, found by following each run's agreeing reruns as `rerun_rejudge` for every job in
+    turn would leave them (a job is saved only when its judgement changes; the level is settled
+    after each job). For any other job `rerun_rejudge` would find the same judgement and the same
+    level and write nothing. A run's judgements and level depend only on the run, its measure job
+    and its own reruns, so calling `rerun_rejudge` for these alone, in order, leaves what calling
+    it for every job does: the same rows, audit entries (each at the same job) and reports. A
+    load of unchanged data (a second `load_bundled_data`) opens no transaction here."""
     run_ids = jobs.values("run_id")
     runs = {
         run.pk: run
@@ -280,26 +283,27 @@ def _reruns_judged_in_memory(jobs) -> tuple[list[tuple[int, tuple[str, str]]], s
     measured_by = {}
     for measure in RerunJob.objects.filter(kind=JobKind.MEASURE, result_run__in=run_ids).order_by("pk"):
         measured_by.setdefault(measure.result_run_id, measure)
-    agreeing = defaultdict(list)
+    agreeing = defaultdict(dict)  # run pk -> {job pk: what run_level_settle reads of it}
     stored = RerunJob.objects.filter(run__in=run_ids, kind=JobKind.RERUN, verdict=Verdict.AGREES)
-    for run_id, *fields in stored.values_list("run_id", "verdict", "sampling", "gpu_slug"):
-        agreeing[run_id].append(fields)
-    judged, first_of_run, changed_runs = [], {}, set()
+    for pk, run_id, *fields in stored.values_list("pk", "run_id", "verdict", "sampling", "gpu_slug"):
+        agreeing[run_id][pk] = fields
+    level = {pk: run.evidence_level for pk, run in runs.items()}
+    judged, to_record = [], set()
     for job in jobs.order_by("pk"):
         run = runs[job.run_id]
         before = {name: getattr(job, name) for name in JUDGEMENT_FIELDS}
         _judgement_store(job, run, measured_by=measured_by.get(run.pk))
         if _judgement_changed(job, before):
-            changed_runs.add(run.pk)
-        first_of_run.setdefault(run.pk, job.pk)
-        judged.append((job.pk, run.pk, (before["verdict"], job.verdict)))
-    resettled = {
-        first_of_run[pk]
-        for pk, run in runs.items()
-        if pk not in changed_runs and evidence_level_due(run=run, reruns=agreeing[pk]) != run.evidence_level
-    }
-    to_record = resettled | {pk for pk, run_id, _ in judged if run_id in changed_runs}
-    return [(pk, outcome) for pk, _, outcome in judged], to_record
+            to_record.add(job.pk)
+            agreeing[run.pk].pop(job.pk, None)
+            if job.verdict == Verdict.AGREES:
+                agreeing[run.pk][job.pk] = [job.verdict, job.sampling, job.gpu_slug]
+        due = evidence_level_due(run=run, reruns=agreeing[run.pk].values())
+        if due != level[run.pk]:
+            to_record.add(job.pk)
+            level[run.pk] = due
+        judged.append((job.pk, (before["verdict"], job.verdict)))
+    return judged, to_record
 
 
 def _judgement_changed(job: RerunJob, before: dict) -> bool:
