@@ -51,16 +51,27 @@ class Judgement:
     model: dict | None = None
 
 
+UNREAD = object()  # `measured_by` not given: run_judgement reads it
+
+
 def run_judgement(
-    run: BenchmarkRun, *, samples: list, upstream: dict | None, figures: tuple, job_state: dict | None = None
+    run: BenchmarkRun,
+    *,
+    samples: list,
+    upstream: dict | None,
+    figures: tuple,
+    job_state: dict | None = None,
+    measured_by: RerunJob | None = UNREAD,
 ) -> Judgement:
     """The verdict: an equivalence judgement on the relative difference of the two medians, its
     95% interval against ±RERUN_TOLERANCE (docs/protocol.md). A run is judged under its own
     protocol: a KernelIndex-protocol run by the new samples against its measure job's; any other
     run (the source's, or an older controlled protocol) by the new upstream do_bench figure
     (`figures`, median / p20 / p80 of the samples, without one). A controlled rerun and a
-    contributor's result file are judged by this one function."""
-    measured_by = run.measured_by_jobs.filter(kind=JobKind.MEASURE).order_by("pk").first()
+    contributor's result file are judged by this one function. `measured_by`: the run's measure
+    job (`run_measured_by`) where the caller read every run's at once (judging thousands again)."""
+    if measured_by is UNREAD:
+        measured_by = run_measured_by(run)
     own_protocol = run.protocol.comparability_family in CONTROLLED_FAMILIES and measured_by is not None
     by_model = own_protocol and model_judgement(run, measured_by, samples=samples, job_state=job_state or {})
     if by_model:
@@ -81,6 +92,12 @@ def run_judgement(
     return Judgement(
         basis, new, old, point, low, high, how, medians.verdict(low, high, tolerance), tolerance, measured_by
     )
+
+
+def run_measured_by(run: BenchmarkRun) -> RerunJob | None:
+    """The measure job that created `run` (its first, should there be several), None for a run
+    KernelIndex did not measure."""
+    return run.measured_by_jobs.filter(kind=JobKind.MEASURE).order_by("pk").first()
 
 
 @functools.cache

@@ -7,12 +7,15 @@ run on upstream's own do_bench figure."""
 import copy
 import io
 import json
+from collections import Counter
 
 import numpy as np
 import pytest
 from django.core.management import call_command
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
-from attestations.models import IssueReport
+from attestations.models import AuditEntry, IssueReport
 from registry.models import BenchmarkRun, EvidenceLevel
 from registry.reruns import judged, judgement, tasks
 from registry.reruns.controlled import (
@@ -30,6 +33,7 @@ from registry.reruns.services import (
     rerun_rejudge,
     rerun_request,
 )
+from registry.reruns.services.record import LEVEL_AUDIT_ACTION, reruns_rejudge
 from registry.stats import intervals
 from tests.reruns.conftest import (
     csv_import,
@@ -442,6 +446,100 @@ class TestJudgedAgain:
         job = rerun_request(run=controlled_run)
 
         assert rerun_rejudge(job_id=job.pk) is None
+
+
+class TestEveryRerunJudgedAgain:
+    """reruns_rejudge (`rejudge_reruns`, `load_bundled_data`): every rerun judged in memory, and
+    rerun_rejudge run only where a judgement or a level changes, leaves what rerun_rejudge for every
+    job in turn leaves, and writes nothing when nothing changes."""
+
+    def state(self, run: BenchmarkRun) -> tuple:
+        def kept(sampling):  # the earlier judgements, less the moment they were replaced
+            return [
+                {k: v for k, v in e.items() if k != "judged_at"}
+                for e in sampling.get("earlier_judgements", [])
+            ]
+
+        jobs = [
+            (j.pk, j.verdict, j.state, j.deviation_low, j.deviation_high, j.verdict_note, kept(j.sampling))
+            for j in RerunJob.objects.filter(kind="rerun").order_by("pk")
+        ]
+        audited = AuditEntry.objects.filter(action=LEVEL_AUDIT_ACTION).order_by("pk")
+        run.refresh_from_db()
+        return (
+            jobs,
+            run.evidence_level,
+            list(audited.values_list("object_id", "from_state", "to_state", "reason")),
+            IssueReport.objects.count(),
+        )
+
+    def test_it_leaves_what_judging_each_rerun_in_turn_leaves(self, controlled_run):
+        # Three reruns on card B: one agreeing and stored so, one stored "agrees" that today's rule
+        # finds inconclusive, one stored "inconclusive" that agrees today; the run is stored
+        # `measured`, which the rule no longer gives. In turn: the level rises at the first (its
+        # judgement unchanged), the other two are judged anew.
+        drift = list(np.linspace(1.03, 0.97, 100))
+        steady = rerun(controlled_run, harness_result(0.9, gpu_uuid=CARD_B))
+        measure = controlled_run.measured_by_jobs.get()
+        RerunJob.objects.filter(pk=measure.pk).update(samples=[0.9 * d for d in drift])
+        drifting = rerun(
+            controlled_run, harness_result(0.918, samples=[0.918 * d for d in drift], gpu_uuid=CARD_B)
+        )
+        agreeing = rerun(
+            controlled_run, harness_result(0.9, samples=[0.9 * d for d in drift], gpu_uuid=CARD_B)
+        )
+        RerunJob.objects.filter(pk=drifting.pk).update(verdict="agrees")
+        RerunJob.objects.filter(pk__in=[steady.pk, agreeing.pk]).update(verdict="inconclusive")
+        RerunJob.objects.filter(pk=steady.pk).update(verdict="agrees")
+        BenchmarkRun.objects.filter(pk=controlled_run.pk).update(evidence_level=EvidenceLevel.MEASURED)
+
+        class Undone(Exception):
+            pass
+
+        with pytest.raises(Undone), transaction.atomic():
+            for pk in RerunJob.objects.filter(kind="rerun").order_by("pk").values_list("pk", flat=True):
+                rerun_rejudge(job_id=pk)
+            in_turn = self.state(controlled_run)
+            raise Undone
+        before = self.state(controlled_run)
+
+        reruns_rejudge()
+
+        assert self.state(controlled_run) == in_turn != before
+        jobs, level, audited, _ = in_turn
+        assert [verdict for _, verdict, *_ in jobs] == [
+            "agrees",
+            "inconclusive",
+            "agrees",
+        ] and level == "reproduced"
+        assert audited[-1] == (
+            controlled_run.pk,
+            "measured",
+            "reproduced",
+            f"Rerun job #{steady.pk} judged again.",
+        )
+
+    def test_a_level_the_rule_no_longer_gives_is_settled_at_the_runs_first_rerun_then_nothing_is_written(
+        self, controlled_run
+    ):
+        first = rerun(controlled_run, harness_result(0.9, gpu_uuid=CARD_B))
+        rerun(controlled_run, harness_result(0.9, gpu_uuid=CARD_B))
+        controlled_run.refresh_from_db()
+        assert first.verdict == "agrees" and controlled_run.evidence_level == EvidenceLevel.REPRODUCED
+        BenchmarkRun.objects.filter(pk=controlled_run.pk).update(evidence_level=EvidenceLevel.MEASURED)
+
+        assert reruns_rejudge() == Counter({("agrees", "agrees"): 2})
+
+        _, level, audited, _ = self.state(controlled_run)
+        assert level == EvidenceLevel.REPRODUCED
+        judged_again = [entry for entry in audited if entry[3].endswith("judged again.")]
+        assert judged_again == [
+            (controlled_run.pk, "measured", "reproduced", f"Rerun job #{first.pk} judged again.")
+        ]
+        with CaptureQueriesContext(connection) as queries:
+            assert reruns_rejudge() == Counter({("agrees", "agrees"): 2})
+        written = [q["sql"] for q in queries if not q["sql"].lstrip().upper().startswith("SELECT")]
+        assert written == []
 
 
 def shipped_entry(level: str) -> dict:

@@ -8,7 +8,7 @@ keeps `reproduced` only while one of the run's reruns agrees on another card.
 
 import logging
 import math
-from collections import Counter
+from collections import Counter, defaultdict
 
 from django.contrib.contenttypes.models import ContentType
 from django.db import transaction
@@ -17,7 +17,7 @@ from django.utils import timezone
 from registry.cache import generation_bump
 from registry.models import BenchmarkRun, EvidenceLevel, Verdict
 from registry.reruns.harness.job_result import JobResult
-from registry.reruns.judgement import SAMPLES_LIMIT, judgement_note, run_judgement
+from registry.reruns.judgement import SAMPLES_LIMIT, UNREAD, judgement_note, run_judgement
 from registry.reruns.models import JobKind, JobState, RerunJob, raises_level
 from registry.reruns.services.measured_ceilings import (
     CeilingRejected,
@@ -187,7 +187,7 @@ def rerun_rejudge(*, job_id: int) -> tuple[str, str] | None:
     )
     before = {name: getattr(job, name) for name in JUDGEMENT_FIELDS}
     _judgement_store(job, run)
-    if any(getattr(job, name) != value for name, value in before.items()):
+    if _judgement_changed(job, before):
         earlier = [
             *job.sampling.get("earlier_judgements", []),
             {**before, "judged_at": timezone.now().isoformat()},
@@ -218,12 +218,7 @@ def run_level_settle(*, run: BenchmarkRun, reason: str, judged: RerunJob | None 
     stored = reruns.values_list("verdict", "sampling", "gpu_slug")
     if judged is not None:
         stored = [*stored, (judged.verdict, judged.sampling, judged.gpu_slug)]
-    if any(raises_level(verdict, sampling, on_gpu=gpu != CPU_SLUG) for verdict, sampling, gpu in stored):
-        level = EvidenceLevel.REPRODUCED
-    elif run.source.slug == CONTROLLED_SOURCE["slug"]:
-        level = EvidenceLevel.MEASURED
-    else:
-        level = EvidenceLevel.REPORTED
+    level = evidence_level_due(run=run, reruns=stored)
     if level == run.evidence_level:
         return False
     BenchmarkRun.objects.filter(pk=run.pk).update(evidence_level=level, updated_at=timezone.now())
@@ -245,8 +240,9 @@ LEVEL_AUDIT_ACTION = "evidence_level_settled"
 
 
 def reruns_rejudge(*, gpu: str = "", kernel: str = "") -> Counter:
-    """Judge every finished rerun with a verdict again (`rerun_rejudge`, one transaction each);
-    returns how many went from each verdict to each. `rejudge_reruns` and `load_bundled_data`
+    """Judge every finished rerun with a verdict again, as `rerun_rejudge` for each in turn would
+    (one transaction each, for those whose judgement or run's level changes: the others are
+    judged in memory, `_reruns_judged_in_memory`); returns how many went from each verdict to each. `rejudge_reruns` and `load_bundled_data`
     (after the shipped runs load, so that a fresh database shows today's verdicts) call this."""
     jobs = RerunJob.objects.filter(
         kind=JobKind.RERUN, state__in=(JobState.SUCCEEDED, JobState.DIVERGED)
@@ -255,15 +251,76 @@ def reruns_rejudge(*, gpu: str = "", kernel: str = "") -> Counter:
         jobs = jobs.filter(gpu_slug=gpu)
     if kernel:
         jobs = jobs.filter(kernel__slug=kernel)
+    judged, to_record = _reruns_judged_in_memory(jobs)
     changes = Counter()
-    for job_id in jobs.order_by("pk").values_list("pk", flat=True).iterator():
-        outcome = rerun_rejudge(job_id=job_id)
+    for job_id, outcome in judged:
+        if job_id in to_record:
+            outcome = rerun_rejudge(job_id=job_id)
         if outcome is not None:
             changes[outcome] += 1
     return changes
 
 
-def _judgement_store(job: RerunJob, run: BenchmarkRun) -> None:
+def _reruns_judged_in_memory(jobs) -> tuple[list[tuple[int, tuple[str, str]]], set[int]]:
+    """Every job of `jobs` judged again from rows read at once, nothing written: ([(job pk,
+    (verdict before, verdict now))] in pk order, the pks `rerun_rejudge` must record).
+
+    Those are the jobs whose judgement changes, and the jobs after whose judging the run's level
+    changes, found by following each run's agreeing reruns as `rerun_rejudge` for every job in
+    turn would leave them (a job is saved only when its judgement changes; the level is settled
+    after each job). For any other job `rerun_rejudge` would find the same judgement and the same
+    level and write nothing. A run's judgements and level depend only on the run, its measure job
+    and its own reruns, so calling `rerun_rejudge` for these alone, in order, leaves what calling
+    it for every job does: the same rows, audit entries (each at the same job) and reports. A
+    load of unchanged data (a second `load_bundled_data`) opens no transaction here."""
+    run_ids = jobs.values("run_id")
+    runs = {
+        run.pk: run
+        for run in BenchmarkRun.objects.filter(pk__in=run_ids).select_related(
+            "protocol", "source", "kernel", "environment"
+        )
+    }
+    measured_by = {}
+    for measure in RerunJob.objects.filter(kind=JobKind.MEASURE, result_run__in=run_ids).order_by("pk"):
+        measured_by.setdefault(measure.result_run_id, measure)
+    agreeing = defaultdict(dict)  # run pk -> {job pk: what run_level_settle reads of it}
+    stored = RerunJob.objects.filter(run__in=run_ids, kind=JobKind.RERUN, verdict=Verdict.AGREES)
+    for pk, run_id, *fields in stored.values_list("pk", "run_id", "verdict", "sampling", "gpu_slug"):
+        agreeing[run_id][pk] = fields
+    level = {pk: run.evidence_level for pk, run in runs.items()}
+    judged, to_record = [], set()
+    for job in jobs.order_by("pk"):
+        run = runs[job.run_id]
+        before = {name: getattr(job, name) for name in JUDGEMENT_FIELDS}
+        _judgement_store(job, run, measured_by=measured_by.get(run.pk))
+        if _judgement_changed(job, before):
+            to_record.add(job.pk)
+            agreeing[run.pk].pop(job.pk, None)
+            if job.verdict == Verdict.AGREES:
+                agreeing[run.pk][job.pk] = [job.verdict, job.sampling, job.gpu_slug]
+        due = evidence_level_due(run=run, reruns=agreeing[run.pk].values())
+        if due != level[run.pk]:
+            to_record.add(job.pk)
+            level[run.pk] = due
+        judged.append((job.pk, (before["verdict"], job.verdict)))
+    return judged, to_record
+
+
+def _judgement_changed(job: RerunJob, before: dict) -> bool:
+    return any(getattr(job, name) != value for name, value in before.items())
+
+
+def evidence_level_due(*, run: BenchmarkRun, reruns) -> str:
+    """The evidence rule: the level `run` has under today's rule, given the (verdict, sampling,
+    gpu_slug) of its reruns as stored (models.raises_level)."""
+    if any(raises_level(verdict, sampling, on_gpu=gpu != CPU_SLUG) for verdict, sampling, gpu in reruns):
+        return EvidenceLevel.REPRODUCED
+    if run.source.slug == CONTROLLED_SOURCE["slug"]:
+        return EvidenceLevel.MEASURED
+    return EvidenceLevel.REPORTED
+
+
+def _judgement_store(job: RerunJob, run: BenchmarkRun, *, measured_by=UNREAD) -> None:
     """Set the rerun's verdict, its interval and its state from `run_judgement`."""
     judged = run_judgement(
         run,
@@ -271,6 +328,7 @@ def _judgement_store(job: RerunJob, run: BenchmarkRun) -> None:
         upstream=job.upstream,
         figures=(job.median, job.p20, job.p80),
         job_state={"sampling": job.sampling, "gpu_state": job.gpu_state, "environment": job.environment},
+        measured_by=measured_by,
     )
     measured_by, basis = judged.measured_by, judged.basis
     job.tolerance = judged.tolerance

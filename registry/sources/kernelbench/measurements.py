@@ -191,10 +191,59 @@ def gpu_sweep_record(*, path: Path | str) -> Counter:
             raise ImportRejected(
                 f"{path.name}, line {number}: no KernelBench run has the problem file {entry['sha256'][:12]}"
             )
+    recorded = _Recorded({run.workload_id for run in problems.values()})
     outcome = Counter()
     for _, entry in entries:
-        outcome[_entry_record(entry, problems)] += 1
+        outcome[_entry_record(entry, problems, recorded)] += 1
     return outcome
+
+
+class _Recorded:
+    """What a file's lines look up before recording, read for the whole file in three queries
+    rather than three a line: the first current controlled run of each (workload, implementation,
+    GPU model), its measure job's card and time, its reruns' cards and times. The answers are the
+    per-line queries' while nothing is written; the first write (`written`) makes every later line
+    ask the database as it records. A file recorded again, all of it unchanged, writes nothing."""
+
+    def __init__(self, workload_ids: set[int]):
+        self.fresh = True
+        current = BenchmarkRun.objects.filter(
+            source__slug="kernelindex-controlled", workload_id__in=workload_ids, superseded_by__isnull=True
+        )
+        self.runs: dict[tuple, BenchmarkRun] = {}
+        for run in current.select_related("implementation", "environment").order_by("pk"):
+            if run.implementation_id and run.environment_id:
+                key = (run.workload_id, run.implementation.provider, run.environment.slug)
+                self.runs.setdefault(key, run)
+        from registry.reruns.models import JobKind, RerunJob
+
+        self.measures: dict[int, tuple] = {}
+        measures = RerunJob.objects.filter(kind=JobKind.MEASURE, result_run__in=current.values("pk"))
+        for run_id, *card_and_time in measures.values_list("result_run_id", "gpu_uuid", "finished_at"):
+            self.measures.setdefault(run_id, tuple(card_and_time))  # the Meta ordering's first
+        reruns = RerunJob.objects.filter(kind=JobKind.RERUN, run__in=current.values("pk"))
+        self.reruns = set(reruns.values_list("run_id", "gpu_uuid", "started_at"))
+
+    def written(self) -> None:
+        self.fresh = False
+
+    def measured_run(self, of: BenchmarkRun, implementation: str, slug: str) -> BenchmarkRun | None:
+        if self.fresh:
+            return self.runs.get((of.workload_id, implementation, slug))
+        return _measured_run(of, implementation, slug)
+
+    def holds(self, run: BenchmarkRun, card: str, finished: datetime) -> bool:
+        """Whether the line measured on `card` at `finished` made `run` or is one of its reruns."""
+        from registry.reruns.models import JobKind, RerunJob
+
+        if self.fresh and timezone.is_aware(finished):
+            return self.measures.get(run.pk) == (card, finished) or (run.pk, card, finished) in self.reruns
+        measure = run.measured_by_jobs.filter(kind=JobKind.MEASURE).first()
+        if measure is not None and measure.finished_at == finished and measure.gpu_uuid == card:
+            return True  # the line that made the run
+        return RerunJob.objects.filter(
+            run=run, kind=JobKind.RERUN, gpu_uuid=card, started_at=finished
+        ).exists()
 
 
 def _problem_runs(digests_: set[str]) -> dict[str, BenchmarkRun]:
@@ -270,21 +319,22 @@ def _positive(value) -> bool:
     )
 
 
-def _entry_record(entry: dict, problems: dict[str, BenchmarkRun]) -> str:
+def _entry_record(entry: dict, problems: dict[str, BenchmarkRun], recorded: _Recorded) -> str:
     if entry.get("result") is None:
         return "failed on the host"
     result = {**entry["result"], "finished_at": entry.get("finished_at")}
     device = "cpu" if result["environment"]["gpu_name"] == "CPU" else "cuda"
     of = problems[entry["sha256"]]
     slug = "cpu" if device == "cpu" else slugify(result["environment"]["gpu_name"])
-    measured = _measured_run(of, entry["implementation"], slug)
+    measured = recorded.measured_run(of, entry["implementation"], slug)
     if measured is None:
+        recorded.written()
         kernelbench_measurement_record(
             of=of, implementation=entry["implementation"], result=result,
             timing_settings=entry["timing"], device=device,
         )  # fmt: skip
         return "measured"
-    return _rerun_record(measured, entry, result, slug)
+    return _rerun_record(measured, entry, result, slug, recorded)
 
 
 def _measured_run(of: BenchmarkRun, implementation: str, slug: str) -> BenchmarkRun | None:
@@ -301,17 +351,15 @@ def _measured_run(of: BenchmarkRun, implementation: str, slug: str) -> Benchmark
     )
 
 
-def _rerun_record(run: BenchmarkRun, entry: dict, result: dict, slug: str) -> str:
+def _rerun_record(run: BenchmarkRun, entry: dict, result: dict, slug: str, recorded: _Recorded) -> str:
     from registry.reruns.models import JobKind, JobState, RerunJob
     from registry.reruns.services.record import rerun_record_result
 
     finished = _finished_at(result)
     card = str(result.get("gpu_uuid") or "")[:64]
-    measure = run.measured_by_jobs.filter(kind=JobKind.MEASURE).first()
-    if measure is not None and measure.finished_at == finished and measure.gpu_uuid == card:
-        return "unchanged"  # the line that made the run
-    if RerunJob.objects.filter(run=run, kind=JobKind.RERUN, gpu_uuid=card, started_at=finished).exists():
+    if recorded.holds(run, card, finished):
         return "unchanged"
+    recorded.written()
     lease = uuid.uuid4().hex
     with transaction.atomic():
         job = RerunJob.objects.create(
