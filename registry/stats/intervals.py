@@ -25,7 +25,6 @@ BLOCKS = 10
 # deviation) where it has at least this many stretches; its degrees of freedom are the sample
 # variance's times the MAD's efficiency at the normal (about 37%).
 ROBUST_MIN_STRETCHES, MAD_EFFICIENCY = 8, 0.37
-NORMAL_MAD_SCALE = 0.6744897501960817  # scipy.special.ndtri(0.75), as scipy's scale="normal"
 
 
 @dataclass(frozen=True)
@@ -113,9 +112,7 @@ def stretch_spread(logs: np.ndarray) -> tuple[float, float]:
     sample = (float(np.var(logs, ddof=1)), float(logs.size - 1))
     if logs.size < ROBUST_MIN_STRETCHES:
         return sample
-    # scipy.stats.median_abs_deviation(logs, scale="normal"), the same operations on one axis
-    # without its array-API dispatch, which cost ten times the arithmetic (thousands of calls a load)
-    deviation = float(np.median(np.abs(logs - np.median(logs))) / NORMAL_MAD_SCALE)
+    deviation = float(stats.median_abs_deviation(logs, scale="normal"))
     if deviation <= 0:
         return sample
     return deviation**2, MAD_EFFICIENCY * (logs.size - 1)
