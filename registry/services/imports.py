@@ -164,13 +164,18 @@ def _runs_build(rows, source, record) -> list["_NewRun"]:
     measured = measured_ceilings()
     works = {}  # a workload's counted work, by kernel, workload and pass: shared by many runs
     runs = []
+    # Primary keys by spec digest and kernel slug, read once (a model's pk is a property).
+    ids = {attribute: {digest: obj.pk for digest, obj in found.items()} for attribute, found in specs.items()}
+    kernel_ids = {slug: kernel.pk for slug, kernel in kernels.items()}
+    source_id, record_id = source.pk, record.pk
     for pk, row in zip(pks, rows, strict=True):
         workload = specs["workload"][row.workload["digest"]]
         environment = specs["environment"][row.environment["digest"]]
         implementation = specs["implementation"][row.implementation["digest"]]
         kernel, mode = row.kernel["slug"], row.run["operation_mode"]
-        if (kernel, workload.pk, mode) not in works:
-            works[kernel, workload.pk, mode] = work_of(kernel=kernel, workload=workload, operation_mode=mode)
+        workload_id = ids["workload"][row.workload["digest"]]
+        if (kernel, workload_id, mode) not in works:
+            works[kernel, workload_id, mode] = work_of(kernel=kernel, workload=workload, operation_mode=mode)
         # The speed of light is written with the row (COPY), not updated after it.
         sol = sol_fields(
             kernel=kernel,
@@ -180,21 +185,21 @@ def _runs_build(rows, source, record) -> list["_NewRun"]:
             median=row.run["median"],
             gpu_slug=environment.slug,
             measured=measured,
-            work=works[kernel, workload.pk, mode],
+            work=works[kernel, workload_id, mode],
         )
         runs.append(
             _NewRun(
                 {
                     **defaults,
                     "id": pk,
-                    "source_id": source.pk,
-                    "first_import_id": record.pk,
-                    "origin_id": record.pk,
-                    "kernel_id": kernels[row.kernel["slug"]].pk,
-                    "implementation_id": implementation.pk,
-                    "workload_id": workload.pk,
-                    "protocol_id": specs["protocol"][row.protocol["digest"]].pk,
-                    "environment_id": environment.pk,
+                    "source_id": source_id,
+                    "first_import_id": record_id,
+                    "origin_id": record_id,
+                    "kernel_id": kernel_ids[kernel],
+                    "implementation_id": ids["implementation"][row.implementation["digest"]],
+                    "workload_id": workload_id,
+                    "protocol_id": ids["protocol"][row.protocol["digest"]],
+                    "environment_id": ids["environment"][row.environment["digest"]],
                     **row.run,
                     **sol,
                     # Written by the COPY, not by run_keys_fill's UPDATE of every new row after it.
