@@ -12,10 +12,13 @@ and timed back with COPY FROM, all tables in one transaction as the import is, i
 `LIKE … INCLUDING ALL` (columns, defaults, checks, indexes; no foreign keys), and plain tables
 without indexes. The ratio is the floor's seconds over the import's: the same rows, so the same
 ratio of rates. `--profile`: one more import under cProfile, its time by area (parse, canonical
-JSON and digests, ORM, the database driver, ...) and the top functions.
+JSON and digests, ORM, the database driver, ...) and the top functions, and one more timed by
+phase (up to the COPY of the runs, the COPY, up to the commit, the commit), each in wall seconds
+and the CPU seconds of this process and of its PostgreSQL backend.
 """
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -50,23 +53,35 @@ def copy_out(conn, table: str, after: int) -> bytes:
     return bytes(buffer)
 
 
-def copy_in(url: str, dumps: dict[str, bytes], *, like: str) -> float:
-    """Seconds to COPY every dump into an empty copy of its table, in one transaction."""
+def backend_cpu(conn) -> float:
+    """CPU seconds the connection's PostgreSQL backend has used (from /proc: the server is on
+    this machine)."""
+    pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def copy_in(url: str, dumps: dict[str, bytes], *, like: str) -> tuple[float, float]:
+    """Seconds to COPY every dump into an empty copy of its table, in one transaction, and the
+    CPU seconds its PostgreSQL backend spent on it."""
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("DROP SCHEMA IF EXISTS floor CASCADE")
         conn.execute("CREATE SCHEMA floor")
         for table in dumps:
             conn.execute(f'CREATE TABLE floor."{table}" (LIKE public."{table}" {like})')
     with psycopg.connect(url) as conn:
+        cpu = backend_cpu(conn)
+        conn.commit()
         started = time.perf_counter()
         for table, data in dumps.items():
             with conn.cursor().copy(f'COPY floor."{table}" FROM STDIN') as copy:
                 copy.write(data)
         conn.commit()
         seconds = time.perf_counter() - started
+        cpu = backend_cpu(conn) - cpu
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("DROP SCHEMA floor CASCADE")
-    return seconds
+    return seconds, cpu
 
 
 def fresh_database() -> str:
@@ -95,9 +110,9 @@ def one_round() -> dict:
         "rows_in_csv": imported.get("rows"),
         "rows_written": rows,
         "bytes_written": {t: len(d) for t, d in dumps.items()},
-        "copy_indexed_s": copy_in(url, dumps, like="INCLUDING ALL"),
-        "copy_plain_s": copy_in(url, dumps, like=""),
     }
+    result["copy_indexed_s"], result["copy_indexed_server_cpu_s"] = copy_in(url, dumps, like="INCLUDING ALL")
+    result["copy_plain_s"], result["copy_plain_server_cpu_s"] = copy_in(url, dumps, like="")
     common.pg_drop(f"{common.PG_PREFIX}_import")
     return result
 
@@ -106,6 +121,14 @@ def profile() -> dict:
     url = fresh_database()
     try:
         return common.task(url, "import-profile", CSV)
+    finally:
+        common.pg_drop(f"{common.PG_PREFIX}_import")
+
+
+def phases() -> dict:
+    url = fresh_database()
+    try:
+        return common.task(url, "import-phases", CSV)
     finally:
         common.pg_drop(f"{common.PG_PREFIX}_import")
 
@@ -123,12 +146,19 @@ def main() -> None:
         r = rounds[-1]
         print(
             f"round {number + 1}: import {r['import_s']:.2f} s, COPY {r['copy_indexed_s']:.3f} s "
-            f"(indexed) {r['copy_plain_s']:.3f} s (plain), rows {r['rows_written']}",
+            f"(indexed, {r['copy_indexed_server_cpu_s']:.2f} s PostgreSQL CPU) {r['copy_plain_s']:.3f} s "
+            f"(plain), rows {r['rows_written']}",
             flush=True,
         )
     median = {
         key: statistics.median(r[key] for r in rounds)
-        for key in ("import_s", "copy_indexed_s", "copy_plain_s")
+        for key in (
+            "import_s",
+            "copy_indexed_s",
+            "copy_plain_s",
+            "copy_indexed_server_cpu_s",
+            "copy_plain_server_cpu_s",
+        )
     }
     rows = [
         {
@@ -137,6 +167,7 @@ def main() -> None:
             "MB written": sum(rounds[0]["bytes_written"].values()) / 1e6,
             "import s": median["import_s"],
             "COPY s": median[key],
+            "COPY's PostgreSQL CPU s": median[f"{key[:-2]}_server_cpu_s"],
             "import % of floor": 100 * median[key] / median["import_s"],
         }
         for floor, key in (
@@ -149,6 +180,7 @@ def main() -> None:
         print("\nwhere the import's time goes (cProfile, own time by area):", flush=True)
         for area, seconds in profiled["by_area"].items():
             print(f"  {area}: {seconds:.2f} s", flush=True)
+    by_phase = phases() if args.profile else None
     common.report(
         "import-floor",
         f"First import of the bundled CSV on PostgreSQL against COPY of the rows it writes (median of {args.rounds})",
@@ -157,7 +189,17 @@ def main() -> None:
         goal="first import >= 50% of the floor",
         rounds=rounds,
         profile=profiled,
+        phases=by_phase,
     )
+    if by_phase:
+        table = common.table(
+            f"One more first import by phase ({by_phase['seconds']} s in all; CPU from /proc)",
+            list(by_phase["phases"][0]),
+            by_phase["phases"],
+        )
+        print("\n" + table, flush=True)
+        with (common.RESULTS / "import-floor.md").open("a") as results:
+            results.write("\n" + table)
 
 
 if __name__ == "__main__":

@@ -80,14 +80,29 @@ def floor_seconds(work: dict, ceiling: dict) -> float:
     return max(work["bytes"] / (ceiling["bandwidth_gbs"] * 1e9), work["flops"] / (ceiling["tflops"] * 1e12))
 
 
-def verdict(
-    *, kernel: str, workload, operation_mode: str, metric: str, median: float, gpu_slug: str, measured=None
-) -> dict:
-    """What the run's speed-of-light section shows and its columns hold: the counts, each
-    ceiling with its floor and percentage, and whether the figure is impossible."""
-    work = sources.work_counted(workload, operation_mode, kernel=kernel) or {
+def work_of(*, kernel: str, workload, operation_mode: str) -> dict:
+    """What the workload's timed pass must move and compute, or the reason it is not counted."""
+    return sources.work_counted(workload, operation_mode, kernel=kernel) or {
         "reason": f"no formula for {kernel}: its work is not counted"
     }
+
+
+def verdict(
+    *,
+    kernel: str,
+    workload,
+    operation_mode: str,
+    metric: str,
+    median: float,
+    gpu_slug: str,
+    measured=None,
+    work: dict | None = None,
+) -> dict:
+    """What the run's speed-of-light section shows and its columns hold: the counts, each
+    ceiling with its floor and percentage, and whether the figure is impossible. `work`:
+    `work_of` the same kernel, workload and pass, for a writer of many runs that share it."""
+    if work is None:
+        work = work_of(kernel=kernel, workload=workload, operation_mode=operation_mode)
     if "reason" in work:
         return {"countable": False, "reason": work["reason"]}
     if metric == Metric.MEMORY:
@@ -149,10 +164,18 @@ def measured_ceilings() -> dict:
 
 
 def sol_fields(
-    *, kernel: str, workload, operation_mode: str, metric: str, median: float, gpu_slug: str, measured
+    *,
+    kernel: str,
+    workload,
+    operation_mode: str,
+    metric: str,
+    median: float,
+    gpu_slug: str,
+    measured,
+    work: dict | None = None,
 ) -> dict:
     """The run's SOL_FIELDS, by attribute name: the verdict and the columns taken from it.
-    `measured` is measured_ceilings()."""
+    `measured` is measured_ceilings(); `work` as `verdict` takes it."""
     sol = verdict(
         kernel=kernel,
         workload=workload,
@@ -161,6 +184,7 @@ def sol_fields(
         median=median,
         gpu_slug=gpu_slug,
         measured=measured.get(gpu_slug),
+        work=work,
     )
     sol["basis"] = verdict_basis()
     return {"speed_of_light": sol, **columns(sol)}

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from scipy.stats import mannwhitneyu, ttest_ind_from_stats
 
 from registry.cache import generation_bump
@@ -139,14 +139,17 @@ def changes_detect(*, runs: QuerySet | None = None) -> dict[str, int]:
         keys = set(runs.values_list("comparison_key", "provider"))
         if not keys:
             return {"created": 0, "removed": 0}
-        members = members.filter(comparison_key__in={key for key, _ in keys})
+        # Subqueries, not lists: Django prepares every value of an `__in` list one by one, and
+        # an import's thousands of keys and pks cost more to compile than the queries take.
+        members = members.filter(comparison_key__in=runs.values("comparison_key"))
     series: dict[tuple, list] = {}
     for row in members.order_by("observed_at", "pk").values_list(*SERIES_FIELDS):
         run = _Value(*row)
         if runs is None or (run.comparison_key, run.provider) in keys:
             series.setdefault((run.comparison_key, run.provider), []).append(run)
     pks = [run.pk for values in series.values() for run in values]
-    samples = measured_samples(pks)
+    # Samples of every member the query found; the series' runs are looked up among them.
+    samples = measured_samples(members.values("pk") if runs is not None else pks)
     recorded_software = set(Environment.objects.exclude(software={}).values_list("pk", flat=True))
     wanted = {}
     for values in series.values():
@@ -163,8 +166,8 @@ def changes_detect(*, runs: QuerySet | None = None) -> dict[str, int]:
     wanted.update(mean_wanted)
     existing = {
         (before, after): (pk, kind, attributed)
-        for pk, before, after, kind, attributed in Change.objects.filter(after_id__in=pks).values_list(
-            "pk", "before_id", "after_id", "kind", "attributed_to_id"
+        for pk, before, after, kind, attributed in _changes_after(
+            pks, members if runs is not None else None, mean_pks
         )
     }
     keep = {
@@ -186,14 +189,25 @@ def changes_detect(*, runs: QuerySet | None = None) -> dict[str, int]:
     return {"created": len(created), "removed": len(removed)}
 
 
+def _changes_after(pks: list[int], members: QuerySet | None, mean_pks: list[int]) -> list[tuple]:
+    """(pk, before, after, kind, attributed) of the changes stepping to one of `pks`. Given
+    `members` (the query that found the series' runs), read through it as a subquery and kept to
+    `pks` here, rather than sent as a list of thousands of values."""
+    fields = ("pk", "before_id", "after_id", "kind", "attributed_to_id")
+    if members is None:
+        return list(Change.objects.filter(after_id__in=pks).values_list(*fields))
+    wanted = set(pks)
+    found = Change.objects.filter(Q(after_id__in=members.values("pk")) | Q(after_id__in=mean_pks))
+    return [row for row in found.values_list(*fields) if row[2] in wanted]
+
+
 def _mean_steps(runs: QuerySet | None) -> tuple[list[int], dict]:
     """The steps of a source that publishes means: each run superseded by a new value of the same
     workload (a revised problem is another workload, not a change), judged on the published
     figures (mean_step_judge). Two queries. Returns the pks they touch and the steps wanted."""
     mean_runs = BenchmarkRun.objects.filter(protocol__statistic="mean")
     if runs is not None:
-        keys = set(runs.values_list("comparison_key", flat=True))
-        mean_runs = mean_runs.filter(comparison_key__in=keys)
+        mean_runs = mean_runs.filter(comparison_key__in=runs.values("comparison_key"))
     befores = {
         row[0]: row
         for row in mean_runs.filter(superseded_by__isnull=False).values_list(

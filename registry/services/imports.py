@@ -6,8 +6,13 @@ digest), takes the runs' primary keys, writes them in one statement per batch an
 comparison group, the one way for every source.
 """
 
-from collections.abc import Iterable
+import gc
+import json
+from collections.abc import Callable, Iterable
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from functools import partial
+from operator import attrgetter
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import JSONField
@@ -23,7 +28,8 @@ from registry.models import (
     Source,
     Workload,
 )
-from registry.speed_of_light import measured_ceilings, sol_fields
+from registry.services.run_keys import run_keys_of
+from registry.speed_of_light import measured_ceilings, sol_fields, work_of
 
 BATCH_SIZE = 1000
 
@@ -71,6 +77,23 @@ class VersionsSummary:
     @property
     def created(self) -> int:
         return self.totals.created
+
+
+@contextmanager
+def collector_paused():
+    """Python's cyclic garbage collector held off while an import parses and writes its rows.
+    The rows hold no reference cycles (reference counting frees them as before), but the
+    thousands of dicts they allocate set off collections, and a collection of the oldest
+    generation walks every object of the process, all of Django included: one such collection
+    took a sixth of a first import of the bundled CSV (docs/performance.md, section 7). It runs
+    again, if it ran before, when the import ends, however it ends."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class ImportRejected(Exception):
@@ -139,35 +162,48 @@ def _runs_build(rows, source, record) -> list["_NewRun"]:
     pks = _run_pks_take(len(rows))
     defaults = _NewRun.defaults()
     measured = measured_ceilings()
+    works = {}  # a workload's counted work, by kernel, workload and pass: shared by many runs
     runs = []
+    # Primary keys by spec digest and kernel slug, read once (a model's pk is a property).
+    ids = {attribute: {digest: obj.pk for digest, obj in found.items()} for attribute, found in specs.items()}
+    kernel_ids = {slug: kernel.pk for slug, kernel in kernels.items()}
+    source_id, record_id = source.pk, record.pk
     for pk, row in zip(pks, rows, strict=True):
         workload = specs["workload"][row.workload["digest"]]
         environment = specs["environment"][row.environment["digest"]]
+        implementation = specs["implementation"][row.implementation["digest"]]
+        kernel, mode = row.kernel["slug"], row.run["operation_mode"]
+        workload_id = ids["workload"][row.workload["digest"]]
+        if (kernel, workload_id, mode) not in works:
+            works[kernel, workload_id, mode] = work_of(kernel=kernel, workload=workload, operation_mode=mode)
         # The speed of light is written with the row (COPY), not updated after it.
         sol = sol_fields(
-            kernel=row.kernel["slug"],
+            kernel=kernel,
             workload=workload,
-            operation_mode=row.run["operation_mode"],
+            operation_mode=mode,
             metric=row.run["metric"],
             median=row.run["median"],
             gpu_slug=environment.slug,
             measured=measured,
+            work=works[kernel, workload_id, mode],
         )
         runs.append(
             _NewRun(
                 {
                     **defaults,
                     "id": pk,
-                    "source_id": source.pk,
-                    "first_import_id": record.pk,
-                    "origin_id": record.pk,
-                    "kernel_id": kernels[row.kernel["slug"]].pk,
-                    "implementation_id": specs["implementation"][row.implementation["digest"]].pk,
-                    "workload_id": workload.pk,
-                    "protocol_id": specs["protocol"][row.protocol["digest"]].pk,
-                    "environment_id": environment.pk,
+                    "source_id": source_id,
+                    "first_import_id": record_id,
+                    "origin_id": record_id,
+                    "kernel_id": kernel_ids[kernel],
+                    "implementation_id": ids["implementation"][row.implementation["digest"]],
+                    "workload_id": workload_id,
+                    "protocol_id": ids["protocol"][row.protocol["digest"]],
+                    "environment_id": ids["environment"][row.environment["digest"]],
                     **row.run,
                     **sol,
+                    # Written by the COPY, not by run_keys_fill's UPDATE of every new row after it.
+                    **run_keys_of(environment=environment, implementation=implementation, workload=workload),
                 }
             )
         )
@@ -211,61 +247,83 @@ def _run_pks_take(count: int) -> list[int]:
     return list(range(highest + 1, highest + 1 + count))
 
 
-def _runs_insert(runs: list[_NewRun], manifest_json: list[str | None]) -> None:
+def _whole_when_built(run: "_NewRun") -> None:
+    """The runs of a source that makes each manifest as it builds the row: nothing to add."""
+    return None
+
+
+def _runs_insert(runs: list[_NewRun], complete: Callable[[_NewRun], str | None] = _whole_when_built) -> None:
     """Write the new runs, each column prepared as bulk_create prepares it: with COPY on
     PostgreSQL, one executemany elsewhere. Django's INSERT compilation cost more than the
-    database's work here (docs/performance.md). A manifest whose JSON text the parser already
-    has (its canonical form, which is json.dumps's text with sorted keys) is not serialised again."""
+    database's work here (docs/performance.md). `complete` is called on each run
+    just before its row is taken, to set what only the written row needs (a source's manifest
+    and digest): COPY streams the rows, so that work runs while the database takes the rows
+    before it. It returns the manifest's JSON text where the source already has it (its
+    canonical form, which is json.dumps's text with sorted keys), which is then not serialised
+    again, or None."""
     if not runs:
         return
-    fields = BenchmarkRun._meta.concrete_fields
-    now = timezone.now()
-    stamped = {
-        f.attname for f in fields if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)
-    }
-    # A str, int, float, bool or None is what get_db_prep_save returns for it, except in a
-    # JSON column; everything else (JSON, datetimes) is prepared by its field.
-    prepare = [
-        (f.attname, f.get_db_prep_save, isinstance(f, JSONField), f.attname in stamped) for f in fields
-    ]
     database = connections[DEFAULT_DB_ALIAS]  # not the `connection` proxy: it costs a lookup per call
-    plain = (str, int, float, bool, type(None))
-    manifest = next(i for i, f in enumerate(fields) if f.attname == "manifest")
-    if database.vendor == "postgresql":
-        from psycopg.types.json import Jsonb
-
-        def stored(text):
-            return Jsonb(text, dumps=str)  # the text is JSON already
-    else:
-
-        def stored(text):
-            return text
-
-    def value(run, name, save, is_json, is_stamp):
-        value = now if is_stamp else getattr(run, name)
-        return value if type(value) in plain and not is_json else save(value, database)
-
-    def values(run, text):
-        return [
-            stored(text) if i == manifest and text is not None else value(run, *field)
-            for i, field in enumerate(prepare)
-        ]
-
+    fields, values = _column_values(database)
     table = BenchmarkRun._meta.db_table
     columns = ", ".join(database.ops.quote_name(f.column) for f in fields)
     with database.cursor() as cursor:
         if database.vendor == "postgresql":
             with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
-                for run, text in zip(runs, manifest_json, strict=True):
-                    copy.write_row(values(run, text))
+                for run in runs:
+                    copy.write_row(values(run, complete(run)))
             return
         placeholders = ", ".join(["%s"] * len(fields))
         sql = f"INSERT INTO {table} ({columns}) VALUES ({placeholders})"
         for start in range(0, len(runs), BATCH_SIZE):
-            batch = zip(
-                runs[start : start + BATCH_SIZE], manifest_json[start : start + BATCH_SIZE], strict=True
-            )
-            cursor.executemany(sql, [values(run, text) for run, text in batch])
+            batch = runs[start : start + BATCH_SIZE]
+            cursor.executemany(sql, [values(run, complete(run)) for run in batch])
+
+
+def _column_values(database) -> tuple[list, Callable[[_NewRun, str | None], list]]:
+    """The run's columns in the order the writer sends them (JSON documents last, the manifest
+    first of them), and a function giving a run's values in that order, each as get_db_prep_save
+    prepares it; what a column needs is decided once, not per value. A str, int, float, bool or
+    None is what get_db_prep_save returns for it outside a JSON column; anything else (datetimes,
+    enums) goes through its field. The auto_now columns get the one timestamp of the write."""
+    fields = BenchmarkRun._meta.concrete_fields
+    scalars = [f for f in fields if not isinstance(f, JSONField)]
+    documents = sorted((f for f in fields if isinstance(f, JSONField)), key=lambda f: f.attname != "manifest")
+    scalars_of, documents_of = (attrgetter(*(f.attname for f in group)) for group in (scalars, documents))
+    saves = [f.get_db_prep_save for f in scalars]
+    texts = [_json_text(f, database) for f in documents]
+    plain = {str, int, float, bool, type(None)}
+    now = timezone.now()
+    stamps = [
+        (i, f.get_db_prep_save(now, database))
+        for i, f in enumerate(scalars)
+        if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)
+    ]
+
+    def values(run, manifest_text):
+        row = [
+            v if type(v) in plain else save(v, database)
+            for v, save in zip(scalars_of(run), saves, strict=True)
+        ]
+        for i, stamp in stamps:
+            row[i] = stamp
+        for position, (document, text) in enumerate(zip(documents_of(run), texts, strict=True)):
+            if position == 0 and manifest_text is not None:
+                row.append(manifest_text)
+            else:
+                row.append(None if document is None else text(document))
+        return row
+
+    return [*scalars, *documents], values
+
+
+def _json_text(field: JSONField, database) -> Callable:
+    """What a JSON column sends for a document: json.dumps's text on PostgreSQL (Django's adapter
+    is psycopg's Jsonb with json.dumps, which COPY's text format writes as that text), or the
+    field's own preparation where it has an encoder or the database is not PostgreSQL."""
+    if database.vendor == "postgresql" and field.encoder is None:
+        return json.dumps
+    return partial(field.get_db_prep_save, connection=database)
 
 
 def _update_in_batches(pks: list[int], **values) -> int:

@@ -6,7 +6,8 @@ the swept parameter on joined rows, PostgreSQL sorts every run of the kernel to 
 run's own row, an index in the page's order reads 50 entries (models.BenchmarkRun.Meta.indexes).
 
 Specs are content-addressed and a run never changes its specs, so a copy written with the run
-stays true. Every service that creates runs calls `run_keys_fill` on them in its transaction.
+stays true. Every service that creates runs writes them in its transaction: the import's run writer
+with each row (imports._runs_build, `run_keys_of`), the others with `run_keys_fill` on their runs.
 """
 
 from django.db import transaction

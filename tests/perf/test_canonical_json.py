@@ -61,6 +61,16 @@ class TestCanonicalBytesMatchTheReferenceSerialiser:
             manifest = row.run["manifest"]
             assert row.run["digest"] == "sha256:" + hashlib.sha256(rfc8785.dumps(manifest)).hexdigest()
 
+    @pytest.mark.parametrize("text", ["eps1e-06", "1e-5", "k:1e-05", "a,2.5e+3", "[3e-7", "-1e-8", "e-1"])
+    def test_an_exponent_in_a_string_is_told_from_one_in_a_number(self, text):
+        for document in ({"id": text}, [text, 1e-7], {"id": text, "eps": 1e-06}, {"id": [1, text]}):
+            assert digests.canonical_bytes(document) == rfc8785.dumps(document)
+
+    def test_an_external_id_that_looks_like_an_exponent_keeps_the_fast_path(self):
+        # Liger's external ids and workload slugs hold "eps1e-06": a string, not a number
+        assert digests.canonical_bytes_and_plain({"externalId": "rms_norm/eps1e-06-hidden512"})[1]
+        assert not digests.canonical_bytes_and_plain({"eps": 1e-06})[1]
+
     @pytest.mark.parametrize("document", [{"x": math.nan}, {"x": math.inf}, {"x": 2**53}, {"x": object()}])
     def test_what_rfc_8785_refuses_is_still_refused(self, document):
         with pytest.raises(rfc8785.CanonicalizationError):

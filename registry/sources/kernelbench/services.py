@@ -30,7 +30,6 @@ from registry.services.imports import (
     _update_in_batches,
     groups_rerank,
 )
-from registry.services.run_keys import run_keys_fill
 from registry.sources.kernelbench import history, importer, protocols
 
 BUNDLED = Path(__file__).resolve().parent / "data" / "kernelbench.tar.xz"
@@ -120,12 +119,11 @@ def kernelbench_version_import(*, prepared: _Prepared) -> ImportSummary:
     # One current run per target (a database constraint) after every statement: the runs a new
     # value replaces point at it before it is written (foreign keys are checked at commit).
     _superseded_by_write(superseded)
-    _runs_insert(new_runs, [None] * len(new_runs))
+    _runs_insert(new_runs)
     summary.created = len(new_runs)
     summary.superseded = len(superseded)
     summary.restored = _update_in_batches(restored, withdrawn=False, withdrawn_at=None)
     summary.withdrawn = _update_in_batches(withdrawn, withdrawn=True, withdrawn_at=timezone.now())
-    run_keys_fill(runs=BenchmarkRun.objects.filter(first_import=record))
     keys = {run.comparison_key for run in new_runs} | set(
         BenchmarkRun.objects.filter(pk__in=[*superseded, *restored, *withdrawn]).values_list(
             "comparison_key", flat=True

@@ -10,7 +10,7 @@ import io
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
 
@@ -110,7 +110,7 @@ class KnownRow:
     external_id: str
 
 
-@dataclass(frozen=True)
+@dataclass
 class LigerRow:
     line: int
     kernel: dict
@@ -122,6 +122,33 @@ class LigerRow:
     # The manifest's canonical JSON where it is also json.dumps's text (nearly always): the
     # importer stores it as it is instead of serialising the manifest again.
     manifest_json: str | None = None
+    # Until the manifest is made (parse_file(manifests=False)): the file's cache of what rows
+    # share, which holds the spec documents' canonical bytes.
+    shared: dict | None = field(default=None, repr=False, compare=False)
+
+    def manifest_make(self) -> None:
+        """Add the run's manifest and digest (`run["manifest"]`, `run["digest"]`) and
+        `manifest_json`, where the parse left them to be made; nothing if it did not. Only the
+        run's own row needs them, or a row whose run is already published (to compare digests):
+        an import makes a new run's as it writes the row, while the database takes the rows
+        before it."""
+        if self.shared is None:
+            return
+        specs, self.shared = self.shared, None
+        manifest = digests.run_manifest(
+            run=self.run,
+            kernel=self.kernel["slug"],
+            source=SOURCE,
+            results=digests.median_results(self.run),
+            implementation=(self.implementation["spec"], self.implementation["digest"]),
+            workload=(self.workload["spec"], self.workload["digest"]),
+            protocol=(self.protocol["spec"], self.protocol["digest"]),
+            environment=(self.environment["spec"], self.environment["digest"], self.environment["slug"]),
+        )
+        canonical, plain = _manifest_canonical(manifest, specs)
+        self.run["manifest"] = manifest
+        self.run["digest"] = "sha256:" + hashlib.sha256(canonical).hexdigest()
+        self.manifest_json = canonical.decode("utf-8") if plain else None
 
 
 def variant_of(filename: str) -> str:
@@ -133,13 +160,19 @@ def variant_of(filename: str) -> str:
 
 
 def parse_file(
-    data: bytes, *, variant: str = "", known: dict | None = None, final_newline: bool = True
+    data: bytes,
+    *,
+    variant: str = "",
+    known: dict | None = None,
+    final_newline: bool = True,
+    manifests: bool = True,
 ) -> list:
     """Every data row as a `LigerRow`, or as a `KnownRow` where its `row_key` is in `known`
     (a mapping of row keys to the external ids of runs already imported). `final_newline`: a
     last line without one is refused, since a file cut short in transit looks so; a version
     read from the repository's history is whole as git stores it (upstream committed #815
-    without a final newline), so there the rows' own checks decide."""
+    without a final newline), so there the rows' own checks decide. `manifests=False` leaves
+    each row's manifest and digest to `LigerRow.manifest_make` (nothing in them is checked)."""
     text = _decode(data)
     if final_newline and text and not text.endswith(("\n", "\r")):
         raise LigerFormatError(
@@ -169,7 +202,7 @@ def parse_file(
             )
         raw = {name: cells[i] for name, i in index.items()}
         external_id = known.get(row_key(raw, variant)) if known else None
-        row = KnownRow(line, external_id) if external_id else _parse_row(line, raw, variant, specs)
+        row = KnownRow(line, external_id) if external_id else _parse_row(line, raw, variant, specs, manifests)
         external_id = row.external_id if external_id else row.run["external_id"]
         if external_id in seen:
             raise LigerFormatError(
@@ -345,10 +378,13 @@ def _run_fields(raw, variant, liger_version, mode, metric, unit, quantiles, obse
     }
 
 
-def _parse_row(line: int, raw: dict, variant: str, specs: dict | None = None) -> LigerRow:
+def _parse_row(
+    line: int, raw: dict, variant: str, specs: dict | None = None, manifest: bool = True
+) -> LigerRow:
     """One row, validated. `specs` is the file's cache of what many rows share (the spec
     documents, their digests and database rows, comparison keys), so each distinct one is built
-    and hashed once per file; the row is checked column by column, in the same order, either way."""
+    and hashed once per file; the row is checked column by column, in the same order, either way.
+    `manifest=False`: its manifest and digest are left to `LigerRow.manifest_make`."""
     specs = {} if specs is None else specs
     kernel = _required(raw, "kernel_name", line)
     provider = _required(raw, "kernel_provider", line)
@@ -398,20 +434,7 @@ def _parse_row(line: int, raw: dict, variant: str, specs: dict | None = None) ->
     external_id = _external_id(kernel, mode, metric, provider, environment, workload, observed_at)
     run = _run_fields(raw, variant, liger_version, mode, metric, unit, (y20, y50, y80), observed_at)
     run.update(external_id=external_id, comparison_key=comparison_key)
-    manifest = digests.run_manifest(
-        run=run,
-        kernel=kernel,
-        source=SOURCE,
-        results=digests.median_results(run),
-        implementation=(implementation["spec"], implementation["digest"]),
-        workload=(workload["spec"], workload_digest),
-        protocol=(protocol["spec"], protocol["digest"]),
-        environment=(environment["spec"], environment["digest"], environment["slug"]),
-    )
-    run["manifest"] = manifest
-    canonical, plain = _manifest_canonical(manifest, specs)
-    run["digest"] = "sha256:" + hashlib.sha256(canonical).hexdigest()
-    return LigerRow(
+    row = LigerRow(
         line=line,
         kernel=_cached(specs, ("kernel", kernel), lambda: _kernel(kernel)),
         implementation=implementation,
@@ -419,8 +442,11 @@ def _parse_row(line: int, raw: dict, variant: str, specs: dict | None = None) ->
         protocol=protocol,
         environment=environment,
         run=run,
-        manifest_json=canonical.decode("utf-8") if plain else None,
+        shared=specs,
     )
+    if manifest:
+        row.manifest_make()
+    return row
 
 
 # The manifest's four spec documents, each shared by many runs, stand in its serialisation as

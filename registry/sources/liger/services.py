@@ -35,8 +35,8 @@ from registry.services.imports import (
     _source_get_or_create,
     _superseded_by_write,
     _update_in_batches,
+    collector_paused,
 )
-from registry.services.run_keys import run_keys_fill
 from registry.sources.liger import BUNDLED_CSV, BUNDLED_HISTORY, history
 from registry.sources.liger import importer as liger
 from registry.sources.liger.importer import MAIN_FILE, SOURCE
@@ -84,6 +84,7 @@ def liger_version_import(
     )
 
 
+@collector_paused()
 def _liger_import_data(
     *, data, filename, release="", as_of=None, upstream=None, progress=None
 ) -> ImportSummary:
@@ -92,8 +93,13 @@ def _liger_import_data(
         variant = liger.variant_of(filename)
         existing = _runs_existing(source)
         # A version of the repository's history is whole as git stored it (liger.parse_file).
+        # A new run's manifest and digest are made as its row is written (_runs_sync).
         rows = liger.parse_file(
-            data, variant=variant, known=existing.by_row_key, final_newline=upstream is None
+            data,
+            variant=variant,
+            known=existing.by_row_key,
+            final_newline=upstream is None,
+            manifests=False,
         )
         record = SourceImport.objects.create(
             source=source,
@@ -123,7 +129,6 @@ def _liger_import_data(
         set(BenchmarkRun.objects.filter(first_import=record).values_list("kernel__slug", flat=True))
     )
     record.save()
-    run_keys_fill(runs=BenchmarkRun.objects.filter(first_import=record))
     # New values make new steps; a run credited to an earlier commit moves its change's credit.
     changes_detect(runs=BenchmarkRun.objects.filter(Q(first_import=record) | Q(origin=record)))
     generation_bump()
@@ -218,7 +223,7 @@ def _runs_sync(*, source, rows, record, existing, variant, progress, stale=False
         listed.add(external_id)
         if known is None:
             new_rows.append(row)
-        elif isinstance(row, liger.LigerRow) and known.digest != row.run["digest"]:
+        elif isinstance(row, liger.LigerRow) and known.digest != _digest_of(row):
             raise liger.LigerFormatError(
                 f"run {external_id} is already published with other values; "
                 "a changed row needs a new timestamp",
@@ -246,7 +251,7 @@ def _runs_sync(*, source, rows, record, existing, variant, progress, stale=False
     # target (models.BenchmarkRun, one_current_run_per_target) holds after every statement. Their
     # pointer to a row not written yet is fine, as foreign keys are checked at commit.
     _superseded_by_write(superseded)
-    _runs_insert(new_runs, [row.manifest_json for row in new_rows])
+    _runs_insert(new_runs, complete=_manifests_maker(new_runs, new_rows))
     summary.created = len(new_runs)
     summary.restored = _update_in_batches(restored, withdrawn=False, withdrawn_at=None)
     summary.superseded = len(superseded) + sum(1 for run in new_runs if run.superseded_by_id)
@@ -255,6 +260,26 @@ def _runs_sync(*, source, rows, record, existing, variant, progress, stale=False
     _update_in_batches(origins, origin_id=record.pk)
     _ranks_write(ranks)
     return summary
+
+
+def _digest_of(row: liger.LigerRow) -> str:
+    row.manifest_make()
+    return row.run["digest"]
+
+
+def _manifests_maker(new_runs: list[_NewRun], new_rows: list) -> Callable[[_NewRun], str | None]:
+    """What `_runs_insert` calls on each new run just before writing it: the run's manifest and
+    digest, made from its row then rather than at the parse, so that this Python work runs while
+    the database takes the rows before it (COPY streams them). Returns the manifest's JSON text."""
+    rows = {run.pk: row for run, row in zip(new_runs, new_rows, strict=True)}
+
+    def complete(run: _NewRun) -> str | None:
+        row = rows[run.pk]
+        row.manifest_make()
+        run.manifest, run.digest = row.run["manifest"], row.run["digest"]
+        return row.manifest_json
+
+    return complete
 
 
 def _origin_improves(record: SourceImport, origin_id: int | None, import_dates: dict) -> bool:
