@@ -117,18 +117,12 @@ def one_round() -> dict:
     return result
 
 
-def profile() -> dict:
+def on_a_fresh_database(task: str) -> dict:
+    """One import of the bundled CSV by `task` (bench/task.py: "import-profile" under cProfile,
+    "import-phases" timed by phase) into a fresh migrated database, dropped after."""
     url = fresh_database()
     try:
-        return common.task(url, "import-profile", CSV)
-    finally:
-        common.pg_drop(f"{common.PG_PREFIX}_import")
-
-
-def phases() -> dict:
-    url = fresh_database()
-    try:
-        return common.task(url, "import-phases", CSV)
+        return common.task(url, task, CSV)
     finally:
         common.pg_drop(f"{common.PG_PREFIX}_import")
 
@@ -175,12 +169,12 @@ def main() -> None:
             ("COPY into plain tables", "copy_plain_s"),
         )
     ]
-    profiled = profile() if args.profile else None
+    profiled = on_a_fresh_database("import-profile") if args.profile else None
     if profiled:
         print("\nwhere the import's time goes (cProfile, own time by area):", flush=True)
         for area, seconds in profiled["by_area"].items():
             print(f"  {area}: {seconds:.2f} s", flush=True)
-    by_phase = phases() if args.profile else None
+    by_phase = on_a_fresh_database("import-phases") if args.profile else None
     common.report(
         "import-floor",
         f"First import of the bundled CSV on PostgreSQL against COPY of the rows it writes (median of {args.rounds})",

@@ -9,8 +9,9 @@ from registry.digests import digest
 from registry.models import BenchmarkRun
 from registry.reruns.harness import LIGER_KERNEL_VERSION, protocol_for
 from registry.reruns.harness.spec import Refused, plan_for
+from registry.reruns.judgement import run_measured_by
 from registry.reruns.kit.result import SPEC_FORMAT
-from registry.reruns.models import JobKind, RerunJob
+from registry.reruns.models import RerunJob
 from registry.reruns.services.worker import job_device, job_spec
 
 # Seconds a first run spends before it times anything: starting Python, importing torch,
@@ -75,7 +76,7 @@ def run_spec_document(run: BenchmarkRun, *, base_url: str) -> dict:
         },
         "mappable": not refusal,
         "refusal": refusal,
-        "estimate": reproduction_estimate(run, measure_job=measure_job(run)),
+        "estimate": reproduction_estimate(run, measure_job=run_measured_by(run)),
         "kit": {"filename": kit_filename(), "url": base + reverse("kit-file", args=[kit_filename()])},
         "uploadUrl": base + reverse("api-run-reproductions", args=[run.pk]),
     }
@@ -132,7 +133,3 @@ def reproduction_estimate(run: BenchmarkRun, *, measure_job: RerunJob | None) ->
         "seconds": round(seconds),
         "basis": "the recorded median and the timing settings, with a cold start",
     }
-
-
-def measure_job(run: BenchmarkRun) -> RerunJob | None:
-    return run.measured_by_jobs.filter(kind=JobKind.MEASURE).order_by("pk").first()
