@@ -129,9 +129,7 @@ def model_judgement(
         return None
     key, why = job_class(run, measured_by, samples=samples, job_state=job_state)
     new = intervals.median_estimate(samples, block_ids=(job_state.get("sampling") or {}).get("sample_blocks"))
-    old = intervals.median_estimate(
-        measured_by.samples, block_ids=(measured_by.sampling or {}).get("sample_blocks")
-    )
+    old = measured_by.median_estimate
     judged = verdict_model.judge(model, key, new, old, gpu_name=gpu_short_name(run))
     if judged is None:
         return None

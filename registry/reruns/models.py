@@ -2,6 +2,7 @@
 GPU model was measured to reach (`MeasuredCeiling`). Their tables keep the names they had when these
 models lived in the registry app (`registry_rerunjob`, `registry_measuredceiling`)."""
 
+import functools
 from datetime import timedelta
 
 from django.conf import settings
@@ -12,7 +13,7 @@ from django.utils import timezone
 
 from registry.models import BenchmarkRun, Kernel, Metric, TimedPass, Verdict, Workload
 from registry.reruns.judged import judged_interval
-from registry.stats import verdict_model
+from registry.stats import intervals, verdict_model
 
 
 class JobKind(models.TextChoices):
@@ -279,6 +280,13 @@ class RerunJob(models.Model):
         """Store the 95% interval of the median of the samples this job is judged on
         (judged.judged_interval), as every path that records samples does."""
         self.judged_ci_low, self.judged_ci_high = judged_interval(self.metric, self.samples, self.upstream)
+
+    @functools.cached_property
+    def median_estimate(self) -> intervals.MedianEstimate:
+        """The median of the job's samples and its between-block variance (stats.intervals), read
+        once for each instance: a finished job's samples never change, and judging every rerun of
+        a run again reads its measure job's for each of them."""
+        return intervals.median_estimate(self.samples, block_ids=(self.sampling or {}).get("sample_blocks"))
 
     @classmethod
     def rerun_of(cls, run: "BenchmarkRun", **fields) -> "RerunJob":

@@ -171,7 +171,8 @@ def rerun_rejudge(*, job_id: int) -> tuple[str, str] | None:
     the evidence rule: `reproduced` while one of its reruns agrees on another card (or one not
     known to be the same), else the level it has without one (`measured` for a controlled run,
     `reported` for a source's). A rerun that comes to disagree diverges and opens an issue report,
-    as when it was recorded; one that no longer disagrees leaves its report to the moderators."""
+    as when it was recorded; one that no longer disagrees leaves its report to the moderators.
+    `reruns_rejudge` does the same for every rerun, a chunk of runs at a time."""
     job = (
         RerunJob.objects.select_for_update(of=("self",))
         .filter(pk=job_id, kind=JobKind.RERUN, state__in=(JobState.SUCCEEDED, JobState.DIVERGED))
@@ -239,11 +240,18 @@ def run_level_settle(*, run: BenchmarkRun, reason: str, judged: RerunJob | None 
 LEVEL_AUDIT_ACTION = "evidence_level_settled"
 
 
+REJUDGE_CHUNK = 250  # runs whose reruns are judged again in one transaction
+
+
 def reruns_rejudge(*, gpu: str = "", kernel: str = "") -> Counter:
-    """Judge every finished rerun with a verdict again, as `rerun_rejudge` for each in turn would
-    (one transaction each, for those whose judgement or run's level changes: the others are
-    judged in memory, `_reruns_judged_in_memory`); returns how many went from each verdict to each. `rejudge_reruns` and `load_bundled_data`
-    (after the shipped runs load, so that a fresh database shows today's verdicts) call this."""
+    """Judge every finished rerun with a verdict again, leaving what `rerun_rejudge` for each in
+    turn (in pk order) would leave: the same judgements, earlier judgements kept, levels, audit
+    entries (each at the same job) and issue reports. A run's judgements and level depend only on
+    the run, its measure job and its own reruns, so the runs are taken REJUDGE_CHUNK at a time,
+    each chunk in one transaction (_runs_rejudge); returns how many went from each verdict to
+    each. `rejudge_reruns` and `load_bundled_data` (after the shipped runs load, so that a fresh
+    database shows today's verdicts) call this. Killed halfway, the chunks done stay done and a
+    second call finds them judged; a load of unchanged data writes nothing."""
     jobs = RerunJob.objects.filter(
         kind=JobKind.RERUN, state__in=(JobState.SUCCEEDED, JobState.DIVERGED)
     ).exclude(verdict="")
@@ -251,59 +259,81 @@ def reruns_rejudge(*, gpu: str = "", kernel: str = "") -> Counter:
         jobs = jobs.filter(gpu_slug=gpu)
     if kernel:
         jobs = jobs.filter(kernel__slug=kernel)
-    judged, to_record = _reruns_judged_in_memory(jobs)
+    run_ids = sorted(set(jobs.values_list("run_id", flat=True)))
     changes = Counter()
-    for job_id, outcome in judged:
-        if job_id in to_record:
-            outcome = rerun_rejudge(job_id=job_id)
-        if outcome is not None:
-            changes[outcome] += 1
+    for start in range(0, len(run_ids), REJUDGE_CHUNK):
+        changes += _runs_rejudge(jobs, run_ids[start : start + REJUDGE_CHUNK])
     return changes
 
 
-def _reruns_judged_in_memory(jobs) -> tuple[list[tuple[int, tuple[str, str]]], set[int]]:
-    """Every job of `jobs` judged again from rows read at once, nothing written: ([(job pk,
-    (verdict before, verdict now))] in pk order, the pks `rerun_rejudge` must record).
+@transaction.atomic
+def _runs_rejudge(jobs, run_ids: list[int]) -> Counter:
+    """The reruns of `jobs` of these runs judged again in one transaction, jobs and runs locked
+    (in the recorder's order: jobs, then runs), judged in memory and written at once: the jobs
+    whose judgement changed (their earlier one kept in `sampling["earlier_judgements"]`), a
+    report for each that comes to disagree, and each run's level followed as settling it after
+    every job in turn would leave it, an audit entry at each job where it changes."""
+    from attestations.models import AuditEntry
 
-    Those are the jobs whose judgement changes, and the jobs after whose judging the run's level
-    changes, found by following each run's agreeing reruns as `rerun_rejudge` for every job in
-    turn would leave them (a job is saved only when its judgement changes; the level is settled
-    after each job). For any other job `rerun_rejudge` would find the same judgement and the same
-    level and write nothing. A run's judgements and level depend only on the run, its measure job
-    and its own reruns, so calling `rerun_rejudge` for these alone, in order, leaves what calling
-    it for every job does: the same rows, audit entries (each at the same job) and reports. A
-    load of unchanged data (a second `load_bundled_data`) opens no transaction here."""
-    run_ids = jobs.values("run_id")
+    mine = list(jobs.filter(run_id__in=run_ids).select_for_update(of=("self",)).order_by("pk"))
     runs = {
         run.pk: run
-        for run in BenchmarkRun.objects.filter(pk__in=run_ids).select_related(
-            "protocol", "source", "kernel", "environment"
-        )
+        for run in BenchmarkRun.objects.select_for_update(of=("self",))
+        .filter(pk__in=run_ids)
+        .select_related("protocol", "source", "kernel", "environment")
     }
     measured_by = {}
     for measure in RerunJob.objects.filter(kind=JobKind.MEASURE, result_run__in=run_ids).order_by("pk"):
         measured_by.setdefault(measure.result_run_id, measure)
-    agreeing = defaultdict(dict)  # run pk -> {job pk: what run_level_settle reads of it}
+    agreeing = defaultdict(dict)  # run pk -> {job pk: what evidence_level_due reads of it}
     stored = RerunJob.objects.filter(run__in=run_ids, kind=JobKind.RERUN, verdict=Verdict.AGREES)
     for pk, run_id, *fields in stored.values_list("pk", "run_id", "verdict", "sampling", "gpu_slug"):
         agreeing[run_id][pk] = fields
     level = {pk: run.evidence_level for pk, run in runs.items()}
-    judged, to_record = [], set()
-    for job in jobs.order_by("pk"):
+    changes, changed_jobs, diverged, audits = Counter(), [], [], []
+    content_type = ContentType.objects.get_for_model(BenchmarkRun)
+    now = timezone.now()
+    for job in mine:
         run = runs[job.run_id]
         before = {name: getattr(job, name) for name in JUDGEMENT_FIELDS}
         _judgement_store(job, run, measured_by=measured_by.get(run.pk))
         if _judgement_changed(job, before):
-            to_record.add(job.pk)
+            earlier = [*job.sampling.get("earlier_judgements", []), {**before, "judged_at": now.isoformat()}]
+            job.sampling = {**job.sampling, "earlier_judgements": earlier}
+            changed_jobs.append(job)
+            if job.verdict == Verdict.DISAGREES and before["verdict"] != Verdict.DISAGREES:
+                diverged.append(job)
             agreeing[run.pk].pop(job.pk, None)
             if job.verdict == Verdict.AGREES:
                 agreeing[run.pk][job.pk] = [job.verdict, job.sampling, job.gpu_slug]
         due = evidence_level_due(run=run, reruns=agreeing[run.pk].values())
         if due != level[run.pk]:
-            to_record.add(job.pk)
+            audits.append(
+                AuditEntry(
+                    actor=None,
+                    content_type=content_type,
+                    object_id=run.pk,
+                    object_repr=str(run)[:200],
+                    action=LEVEL_AUDIT_ACTION,
+                    from_state=level[run.pk],
+                    to_state=due,
+                    reason=f"Rerun job #{job.pk} judged again.",
+                )
+            )
             level[run.pk] = due
-        judged.append((job.pk, (before["verdict"], job.verdict)))
-    return judged, to_record
+        changes[before["verdict"], job.verdict] += 1
+    RerunJob.objects.bulk_update(changed_jobs, [*JUDGEMENT_FIELDS, "state", "sampling"], batch_size=500)
+    for job in diverged:
+        _divergence_report_open(job)
+    for due in {due for pk, due in level.items() if due != runs[pk].evidence_level}:
+        moved = [pk for pk, value in level.items() if value == due and runs[pk].evidence_level != due]
+        BenchmarkRun.objects.filter(pk__in=moved).update(evidence_level=due, updated_at=now)
+    AuditEntry.objects.bulk_create(audits, batch_size=500)
+    if audits or any(
+        job.verdict != job.sampling["earlier_judgements"][-1]["verdict"] for job in changed_jobs
+    ):
+        generation_bump()
+    return changes
 
 
 def _judgement_changed(job: RerunJob, before: dict) -> bool:

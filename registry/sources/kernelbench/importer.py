@@ -134,16 +134,37 @@ def upstream_key(row: Row) -> str:
     return digests.digest(list(row.key))
 
 
+def _cached(cache: dict, key, make):
+    if key not in cache:
+        cache[key] = make()
+    return cache[key]
+
+
+def _kernel_and_workload(row: Row, text: str | None, cache: dict) -> tuple[dict, dict]:
+    kernel = _cached(cache, ("kernel", row.level, row.problem), lambda: kernel_of(row.level, row.problem))
+    workload = _cached(
+        cache, ("workload", kernel["slug"], row.problem_blob), lambda: workload_of(kernel, row, text)
+    )
+    return kernel, workload
+
+
+def row_value(row: Row, *, text: str | None, cache: dict) -> tuple[str, tuple]:
+    """(upstream key, value) of a row: what the import compares with the last run of that key
+    before it builds the row's records (build_row), which most rows of a version, unchanged
+    since the version before, never need. The value is the published statistics and the
+    workload's digest, as a run stores them."""
+    _, workload = _kernel_and_workload(row, text, cache)
+    return upstream_key(row), (row.mean, row.std, row.min, row.max, row.num_trials, workload["digest"])
+
+
 def build_row(row: Row, *, commit: str, date: datetime, text: str | None, cache: dict) -> KernelBenchRow:
-    """`cache` holds what many rows share (kernels, workloads, environments, implementations)."""
+    """`cache` holds what many rows share (kernels, workloads, environments, implementations):
+    each is made from its key alone, so one cache serves every version."""
 
     def cached(key, make):
-        if key not in cache:
-            cache[key] = make()
-        return cache[key]
+        return _cached(cache, key, make)
 
-    kernel = cached(("kernel", row.level, row.problem), lambda: kernel_of(row.level, row.problem))
-    workload = cached(("workload", kernel["slug"], row.problem_blob), lambda: workload_of(kernel, row, text))
+    kernel, workload = _kernel_and_workload(row, text, cache)
     environment = cached(("environment", row.hardware), lambda: environment_fields(row.hardware))
     implementation = cached(
         ("implementation", kernel["slug"], row.file_key),

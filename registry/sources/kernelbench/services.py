@@ -38,14 +38,29 @@ BUNDLED = Path(__file__).resolve().parent / "data" / "kernelbench.tar.xz"
 @dataclass
 class _Prepared:
     version: history.Version
-    rows: list  # importer.KernelBenchRow, one per key
+    rows: list  # history.Row, one per key
+    texts: dict  # each problem file's text, by blob
+    cache: dict  # what build_row shares between rows, shared by every version
+
+    def value(self, row) -> tuple[str, tuple]:
+        return importer.row_value(row, text=self.texts.get(row.problem_blob), cache=self.cache)
+
+    def build(self, row) -> importer.KernelBenchRow:
+        version = self.version
+        return importer.build_row(
+            row,
+            commit=version.commit,
+            date=version.date,
+            text=self.texts.get(row.problem_blob),
+            cache=self.cache,
+        )
 
 
-def _prepare(version: history.Version) -> _Prepared:
-    """Read and check one version, and build its records; raises on the first problem."""
+def _prepare(version: history.Version, cache: dict) -> _Prepared:
+    """Read and check one version; raises on the first problem. A row's records are built only
+    when the import finds its figures changed (most rows of a version are its predecessor's)."""
     texts: dict[str, str] = {}
-    cache: dict = {}
-    built, seen = [], set()
+    kept, seen = [], set()
     for row in version.rows():
         if row.key in seen:
             continue  # the same file listed under old/ and beside it, with the same values
@@ -53,12 +68,8 @@ def _prepare(version: history.Version) -> _Prepared:
         blob = row.problem_blob
         if blob is not None and blob not in texts:
             texts[blob] = version.problem_text(blob)
-        built.append(
-            importer.build_row(
-                row, commit=version.commit, date=version.date, text=texts.get(blob), cache=cache
-            )
-        )
-    return _Prepared(version, built)
+        kept.append(row)
+    return _Prepared(version, kept, texts, cache)
 
 
 def kernelbench_import(*, path: Path | str, progress=None) -> VersionsSummary:
@@ -69,7 +80,8 @@ def kernelbench_import(*, path: Path | str, progress=None) -> VersionsSummary:
                 source__slug=protocols.SOURCE["slug"], upstream_commit__in=[v.commit for v in versions]
             ).values_list("upstream_commit", flat=True)
         )
-        prepared = [_prepare(v) for v in versions if v.commit not in done]
+        cache: dict = {}
+        prepared = [_prepare(v, cache) for v in versions if v.commit not in done]
     except history.KernelBenchFormatError as exc:
         raise ImportRejected(f"KernelBench: {exc}") from None
     summary = VersionsSummary(versions=len(versions), already=len(done))
@@ -101,15 +113,15 @@ def kernelbench_version_import(*, prepared: _Prepared) -> ImportSummary:
     summary = ImportSummary(rows=len(rows))
     new_rows, restored, superseded, listed = [], [], {}, set()
     for row in rows:
-        key = row.run["upstream_key"]
+        key, value = prepared.value(row)
         listed.add(key)
         known = last.get(key)
-        if known is not None and known["value"] == _value(row):
+        if known is not None and known["value"] == value:
             summary.unchanged += 1
             if known["withdrawn"]:
                 restored.append(known["pk"])
             continue
-        new_rows.append(row)
+        new_rows.append(prepared.build(row))
     new_runs = _runs_build(new_rows, source, record)
     for run in new_runs:
         known = last.get(run.upstream_key)
@@ -138,11 +150,6 @@ def kernelbench_version_import(*, prepared: _Prepared) -> ImportSummary:
     record.save()
     generation_bump()
     return summary
-
-
-def _value(row) -> tuple:
-    metrics = row.run["source_metrics"]
-    return (*(metrics[k] for k in ("mean", "std", "min", "max", "num_trials")), row.workload["digest"])
 
 
 def _last_runs(source) -> dict[str, dict]:
