@@ -201,12 +201,12 @@ def gpu_sweep_record(*, path: Path | str) -> Counter:
 class _Recorded:
     """What a file's lines look up before recording, read for the whole file in three queries
     rather than three a line: the first current controlled run of each (workload, implementation,
-    GPU model), its measure job's card and time, its reruns' cards and times. The answers are the
-    per-line queries' while nothing is written; the first write (`written`) makes every later line
-    ask the database as it records. A file recorded again, all of it unchanged, writes nothing."""
+    GPU model), its measure job's card and time, its reruns' cards and times; kept as the file's
+    lines are recorded (the run a measurement makes, the card and time of each rerun), so that
+    each answer is the database's at that line. A file recorded again, all of it unchanged,
+    writes nothing."""
 
     def __init__(self, workload_ids: set[int]):
-        self.fresh = True
         current = BenchmarkRun.objects.filter(
             source__slug="kernelindex-controlled", workload_id__in=workload_ids, superseded_by__isnull=True
         )
@@ -224,19 +224,23 @@ class _Recorded:
         reruns = RerunJob.objects.filter(kind=JobKind.RERUN, run__in=current.values("pk"))
         self.reruns = set(reruns.values_list("run_id", "gpu_uuid", "started_at"))
 
-    def written(self) -> None:
-        self.fresh = False
-
     def measured_run(self, of: BenchmarkRun, implementation: str, slug: str) -> BenchmarkRun | None:
-        if self.fresh:
-            return self.runs.get((of.workload_id, implementation, slug))
-        return _measured_run(of, implementation, slug)
+        return self.runs.get((of.workload_id, implementation, slug))
+
+    def measured(self, of: BenchmarkRun, implementation: str, slug: str, run: BenchmarkRun, card, finished):
+        """A line made `run`, the first current run of its key (there was none)."""
+        self.runs[of.workload_id, implementation, slug] = run
+        self.measures[run.pk] = (card, finished)
+
+    def rerun(self, run: BenchmarkRun, card: str, finished: datetime) -> None:
+        self.reruns.add((run.pk, card, finished))
 
     def holds(self, run: BenchmarkRun, card: str, finished: datetime) -> bool:
-        """Whether the line measured on `card` at `finished` made `run` or is one of its reruns."""
+        """Whether the line measured on `card` at `finished` made `run` or is one of its reruns
+        (a time without its zone is compared as the database compares it)."""
         from registry.reruns.models import JobKind, RerunJob
 
-        if self.fresh and timezone.is_aware(finished):
+        if timezone.is_aware(finished):
             return self.measures.get(run.pk) == (card, finished) or (run.pk, card, finished) in self.reruns
         measure = run.measured_by_jobs.filter(kind=JobKind.MEASURE).first()
         if measure is not None and measure.finished_at == finished and measure.gpu_uuid == card:
@@ -328,27 +332,14 @@ def _entry_record(entry: dict, problems: dict[str, BenchmarkRun], recorded: _Rec
     slug = "cpu" if device == "cpu" else slugify(result["environment"]["gpu_name"])
     measured = recorded.measured_run(of, entry["implementation"], slug)
     if measured is None:
-        recorded.written()
-        kernelbench_measurement_record(
+        created = kernelbench_measurement_record(
             of=of, implementation=entry["implementation"], result=result,
             timing_settings=entry["timing"], device=device,
         )  # fmt: skip
+        card = str(result.get("gpu_uuid") or "")[:64]
+        recorded.measured(of, entry["implementation"], slug, created, card, _finished_at(result))
         return "measured"
     return _rerun_record(measured, entry, result, slug, recorded)
-
-
-def _measured_run(of: BenchmarkRun, implementation: str, slug: str) -> BenchmarkRun | None:
-    return (
-        BenchmarkRun.objects.filter(
-            source__slug="kernelindex-controlled",
-            workload=of.workload,
-            implementation__provider=implementation,
-            environment__slug=slug,
-            superseded_by__isnull=True,
-        )
-        .order_by("pk")
-        .first()
-    )
 
 
 def _rerun_record(run: BenchmarkRun, entry: dict, result: dict, slug: str, recorded: _Recorded) -> str:
@@ -359,7 +350,6 @@ def _rerun_record(run: BenchmarkRun, entry: dict, result: dict, slug: str, recor
     card = str(result.get("gpu_uuid") or "")[:64]
     if recorded.holds(run, card, finished):
         return "unchanged"
-    recorded.written()
     lease = uuid.uuid4().hex
     with transaction.atomic():
         job = RerunJob.objects.create(
@@ -390,5 +380,6 @@ def _rerun_record(run: BenchmarkRun, entry: dict, result: dict, slug: str, recor
             "protocol": harness_protocol("cpu" if slug == "cpu" else "cuda", entry["timing"]),
             "log": "",
         }
-        recorded = rerun_record_result(job_id=job.pk, lease=lease, result=wire)
-    return f"rerun {recorded.verdict or recorded.state}"
+        done = rerun_record_result(job_id=job.pk, lease=lease, result=wire)
+    recorded.rerun(run, card, finished)
+    return f"rerun {done.verdict or done.state}"
