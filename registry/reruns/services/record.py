@@ -189,13 +189,9 @@ def rerun_rejudge(*, job_id: int) -> tuple[str, str] | None:
     before = {name: getattr(job, name) for name in JUDGEMENT_FIELDS}
     _judgement_store(job, run)
     if _judgement_changed(job, before):
-        earlier = [
-            *job.sampling.get("earlier_judgements", []),
-            {**before, "judged_at": timezone.now().isoformat()},
-        ]
-        job.sampling = {**job.sampling, "earlier_judgements": earlier}
+        diverged = _earlier_judgement_keep(job, before, timezone.now())
         job.save(update_fields=[*JUDGEMENT_FIELDS, "state", "sampling"])
-        if job.verdict == Verdict.DISAGREES and before["verdict"] != Verdict.DISAGREES:
+        if diverged:
             _divergence_report_open(job)
     changed = run_level_settle(run=run, reason=f"Rerun job #{job.pk} judged again.")
     if changed or job.verdict != before["verdict"]:
@@ -210,7 +206,6 @@ def run_level_settle(*, run: BenchmarkRun, reason: str, judged: RerunJob | None 
     `reported` for a source's. A change is audited (KernelIndex as the actor, with `reason`).
     Returns whether the level changed; running it twice changes nothing the second time.
     `judged`: a rerun of `run` judged in this transaction and not yet saved, counted as judged."""
-    from attestations.models import AuditEntry
 
     # The three fields the rule reads, not the rows: a run's agreeing reruns carry their samples.
     reruns = RerunJob.objects.filter(run=run, kind=JobKind.RERUN, verdict=Verdict.AGREES)
@@ -223,21 +218,29 @@ def run_level_settle(*, run: BenchmarkRun, reason: str, judged: RerunJob | None 
     if level == run.evidence_level:
         return False
     BenchmarkRun.objects.filter(pk=run.pk).update(evidence_level=level, updated_at=timezone.now())
-    AuditEntry.objects.create(
-        actor=None,
-        content_type=ContentType.objects.get_for_model(BenchmarkRun),
-        object_id=run.pk,
-        object_repr=str(run)[:200],
-        action=LEVEL_AUDIT_ACTION,
-        from_state=run.evidence_level,
-        to_state=level,
-        reason=reason,
-    )
+    _level_audit(run, run.evidence_level, level, reason).save()
     run.evidence_level = level
     return True
 
 
 LEVEL_AUDIT_ACTION = "evidence_level_settled"
+
+
+def _level_audit(run: BenchmarkRun, before: str, after: str, reason: str):
+    """The audit entry, unsaved, of a run's evidence level settled by the rule (KernelIndex as
+    the actor)."""
+    from attestations.models import AuditEntry
+
+    return AuditEntry(
+        actor=None,
+        content_type=ContentType.objects.get_for_model(BenchmarkRun),
+        object_id=run.pk,
+        object_repr=str(run)[:200],
+        action=LEVEL_AUDIT_ACTION,
+        from_state=before,
+        to_state=after,
+        reason=reason,
+    )
 
 
 REJUDGE_CHUNK = 250  # runs whose reruns are judged again in one transaction
@@ -291,35 +294,21 @@ def _runs_rejudge(jobs, run_ids: list[int]) -> Counter:
         agreeing[run_id][pk] = fields
     level = {pk: run.evidence_level for pk, run in runs.items()}
     changes, changed_jobs, diverged, audits = Counter(), [], [], []
-    content_type = ContentType.objects.get_for_model(BenchmarkRun)
     now = timezone.now()
     for job in mine:
         run = runs[job.run_id]
         before = {name: getattr(job, name) for name in JUDGEMENT_FIELDS}
         _judgement_store(job, run, measured_by=measured_by.get(run.pk))
         if _judgement_changed(job, before):
-            earlier = [*job.sampling.get("earlier_judgements", []), {**before, "judged_at": now.isoformat()}]
-            job.sampling = {**job.sampling, "earlier_judgements": earlier}
             changed_jobs.append(job)
-            if job.verdict == Verdict.DISAGREES and before["verdict"] != Verdict.DISAGREES:
+            if _earlier_judgement_keep(job, before, now):
                 diverged.append(job)
             agreeing[run.pk].pop(job.pk, None)
             if job.verdict == Verdict.AGREES:
                 agreeing[run.pk][job.pk] = [job.verdict, job.sampling, job.gpu_slug]
         due = evidence_level_due(run=run, reruns=agreeing[run.pk].values())
         if due != level[run.pk]:
-            audits.append(
-                AuditEntry(
-                    actor=None,
-                    content_type=content_type,
-                    object_id=run.pk,
-                    object_repr=str(run)[:200],
-                    action=LEVEL_AUDIT_ACTION,
-                    from_state=level[run.pk],
-                    to_state=due,
-                    reason=f"Rerun job #{job.pk} judged again.",
-                )
-            )
+            audits.append(_level_audit(run, level[run.pk], due, f"Rerun job #{job.pk} judged again."))
             level[run.pk] = due
         changes[before["verdict"], job.verdict] += 1
     RerunJob.objects.bulk_update(changed_jobs, [*JUDGEMENT_FIELDS, "state", "sampling"], batch_size=500)
@@ -338,6 +327,14 @@ def _runs_rejudge(jobs, run_ids: list[int]) -> Counter:
 
 def _judgement_changed(job: RerunJob, before: dict) -> bool:
     return any(getattr(job, name) != value for name, value in before.items())
+
+
+def _earlier_judgement_keep(job: RerunJob, before: dict, at) -> bool:
+    """Keep the judgement a rerun had (`before`) in `sampling["earlier_judgements"]` once it is
+    judged anew; returns whether it has come to disagree (a divergence, to be reported)."""
+    earlier = [*job.sampling.get("earlier_judgements", []), {**before, "judged_at": at.isoformat()}]
+    job.sampling = {**job.sampling, "earlier_judgements": earlier}
+    return job.verdict == Verdict.DISAGREES and before["verdict"] != Verdict.DISAGREES
 
 
 def evidence_level_due(*, run: BenchmarkRun, reruns) -> str:
