@@ -28,7 +28,7 @@ from attestations.models import (
     IssueReportState,
 )
 from attestations.reproduction_files import environment_rows
-from registry.admin import ReadOnlyAdminMixin, figure, search_with_id
+from registry.admin import AuditedAdminMixin, ReadOnlyAdminMixin, figure, search_with_id
 from registry.reruns.admin import has_request_rerun_permission, request_limited
 from registry.reruns.services.request import JobRefused
 
@@ -486,3 +486,30 @@ class AuditEntryAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         except NoReverseMatch:
             return obj.object_repr
         return format_html('<a href="{}">{}</a>', url, obj.object_repr)
+
+
+# --- the other apps' admins ------------------------------------------------------------------
+OUR_APPS = {"registry", "reruns", "attestations"}
+
+
+def third_party_admins_audit(site: admin.AdminSite = admin.site) -> None:
+    """Every model another app shows in the admin (auth's users and groups, sites, API tokens,
+    allauth's e-mail addresses and social accounts) is audited as ours are: a superuser's add,
+    edit, delete or action there (giving someone the moderators' group, say) is in the audit log
+    with its actor, in the change's transaction. Each admin is re-registered as a subclass of its
+    own with AuditedAdminMixin, in its place (the admin's app list and URLs keep their order);
+    this module is the last of the apps' admins Django imports."""
+    order = list(site._registry)
+    for model, model_admin in list(site._registry.items()):
+        if model._meta.app_label in OUR_APPS or isinstance(model_admin, AuditedAdminMixin):
+            continue
+        body = {"__module__": __name__}
+        if model._meta.label == "authtoken.TokenProxy":
+            body["audit_target"] = lambda self, token: (token.user, f"API token of {token.user}")
+        audited = type(f"Audited{type(model_admin).__name__}", (AuditedAdminMixin, type(model_admin)), body)
+        site.unregister(model)
+        site.register(model, audited)
+    site._registry = {model: site._registry[model] for model in order}
+
+
+third_party_admins_audit()

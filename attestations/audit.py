@@ -12,12 +12,15 @@ from attestations.models import AuditEntry
 from attestations.tasks import notify
 
 
-def audit_record(*, actor, target, action: str, from_state: str = "", to_state: str = "", reason: str = ""):
+def audit_record(
+    *, actor, target, action: str, from_state: str = "", to_state: str = "", reason: str = "", label: str = ""
+):
+    """`label`: how the log names the target, where its own text (str) should not be written."""
     entry = AuditEntry.objects.create(
         actor=actor,
         content_type=ContentType.objects.get_for_model(target),
         object_id=target.pk,
-        object_repr=str(target)[:200],
+        object_repr=(label or str(target))[:200],
         action=action,
         from_state=str(from_state),
         to_state=str(to_state),

@@ -38,35 +38,71 @@ class PublishedRecordAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     level is the rerun pipeline's alone."""
 
 
-class AuditedAdmin(admin.ModelAdmin):
+class AuditedAdminMixin:
     """For records staff may edit here: the admin's save or delete is a change a public page shows,
     so it is recorded in the audit log with its actor and the fields it changed, and bumps the page
-    cache's generation, as a service does (registry/cache.py), in one transaction."""
+    cache's generation, as a service does (registry/cache.py), in one transaction. Every other
+    action the admin offers (a third-party one, such as allauth's "mark as verified") records an
+    entry for each selected row in the action's transaction. `audit_target` says what the entry is
+    about where a row cannot stand for itself (an API token: its key is its primary key and its
+    text, neither of which belongs in the log; the entry is about its user)."""
+
+    def audit_target(self, obj) -> tuple:
+        """(the row the entry is about, how the log names it)."""
+        return obj, str(obj)
+
+    def _audit(self, request, obj, action: str, reason: str = "") -> None:
+        target, label = self.audit_target(obj)
+        audit_record(actor=request.user, target=target, action=action, reason=reason, label=label)
 
     def save_model(self, request, obj, form, change):
         with transaction.atomic():
             super().save_model(request, obj, form, change)
             changed = ", ".join(form.changed_data) if change else ""
-            audit_record(
-                actor=request.user,
-                target=obj,
-                action="edited" if change else "added",
-                reason=f"Changed in the admin: {changed}" if changed else "",
+            self._audit(
+                request,
+                obj,
+                "edited" if change else "added",
+                f"Changed in the admin: {changed}" if changed else "",
             )
             generation_bump()
 
     def delete_model(self, request, obj):
         with transaction.atomic():
-            audit_record(actor=request.user, target=obj, action="deleted")
+            self._audit(request, obj, "deleted")
             super().delete_model(request, obj)
             generation_bump()
 
     def delete_queryset(self, request, queryset):
         with transaction.atomic():
             for obj in queryset:
-                audit_record(actor=request.user, target=obj, action="deleted")
+                self._audit(request, obj, "deleted")
             super().delete_queryset(request, queryset)
             generation_bump()
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        return {
+            name: (func if name == "delete_selected" else self._audited_action(func, name), name, description)
+            for name, (func, _, description) in actions.items()
+        }
+
+    def _audited_action(self, func, name: str):
+        """`delete_selected` audits through delete_queryset; any other action is wrapped here."""
+
+        def audited(modeladmin, request, queryset):
+            with transaction.atomic():
+                for obj in queryset:
+                    self._audit(request, obj, f"admin action: {name}")
+                response = func(modeladmin, request, queryset)
+                generation_bump()
+            return response
+
+        return audited
+
+
+class AuditedAdmin(AuditedAdminMixin, admin.ModelAdmin):
+    """A ModelAdmin of ours whose saves, deletes and actions are audited (AuditedAdminMixin)."""
 
 
 @admin.register(Source)

@@ -300,6 +300,88 @@ class TestEveryActionTheAdminOffersIsAudited:
         assert (entry.actor, entry.object_repr) == (superuser, str(kernel))
 
 
+# The actions other apps' admins offer (audited by AuditedAdminMixin), and the test showing each.
+THIRD_PARTY_ACTIONS = {"make_verified": "test_an_action_of_another_apps_admin_is_audited"}
+
+
+class TestOtherAppsAdminsAreAudited:
+    """auth's users and groups, sites, API tokens and allauth's rows change in the admin only with
+    an audit entry naming the superuser (attestations/admin.py, third_party_admins_audit)."""
+
+    def test_every_other_apps_admin_audits_and_offers_no_unaudited_action(self, rf, superuser):
+        from django.contrib import admin
+
+        from registry.admin import AuditedAdminMixin
+
+        others = {m: a for m, a in admin.site._registry.items() if m._meta.app_label not in OUR_APPS}
+        assert {m._meta.label for m in others} >= {"auth.User", "auth.Group", "account.EmailAddress"}
+        assert all(isinstance(model_admin, AuditedAdminMixin) for model_admin in others.values())
+        offered = actions_offered(rf, superuser)
+        theirs = set().union(
+            *(names for label, names in offered.items() if label.split(".")[0] not in OUR_APPS)
+        )
+        assert theirs == {"delete_selected", *THIRD_PARTY_ACTIONS}
+        here = {name for name in dir(type(self)) if name.startswith("test_")}
+        assert set(THIRD_PARTY_ACTIONS.values()) <= here
+
+    def test_giving_someone_the_moderators_group_in_the_admin_is_audited(
+        self, client, superuser, contributor, moderators_group
+    ):
+        group = moderators_group
+        client.force_login(superuser)
+        response = client.post(
+            reverse("admin:auth_user_change", args=[contributor.pk]),
+            {
+                "username": contributor.username,
+                "email": contributor.email,
+                "is_active": "on",
+                "groups": [group.pk],
+                "date_joined_0": timezone.localtime(contributor.date_joined).strftime("%Y-%m-%d"),
+                "date_joined_1": timezone.localtime(contributor.date_joined).strftime("%H:%M:%S"),
+            },
+        )
+
+        assert response.status_code == 302, response.content.decode()[:2000]
+        assert contributor.groups.filter(pk=group.pk).exists()
+        entry = AuditEntry.objects.for_object(contributor).get(action="edited")
+        assert entry.actor == superuser and "groups" in entry.reason
+
+    def test_an_action_of_another_apps_admin_is_audited(self, client, superuser, contributor):
+        from allauth.account.models import EmailAddress
+
+        address = EmailAddress.objects.create(user=contributor, email="c@example.org", verified=False)
+        client.force_login(superuser)
+
+        response = client.post(
+            reverse("admin:account_emailaddress_changelist"),
+            {"action": "make_verified", "_selected_action": [address.pk]},
+        )
+
+        assert response.status_code == 302
+        address.refresh_from_db()
+        assert address.verified
+        entry = AuditEntry.objects.for_object(address).get()
+        assert (entry.actor, entry.action) == (superuser, "admin action: make_verified")
+
+    def test_deleting_an_api_token_is_audited_on_its_user_without_its_key(
+        self, client, superuser, contributor
+    ):
+        from rest_framework.authtoken.models import Token
+
+        token = Token.objects.create(user=contributor)
+        client.force_login(superuser)
+
+        response = client.post(
+            reverse("admin:authtoken_tokenproxy_delete", args=[contributor.pk]), {"post": "yes"}
+        )
+
+        assert response.status_code == 302
+        assert not Token.objects.filter(pk=token.pk).exists()
+        entry = AuditEntry.objects.for_object(contributor).get(action="deleted")
+        assert entry.actor == superuser and entry.object_repr == f"API token of {contributor}"
+        assert not AuditEntry.objects.filter(object_repr__contains=token.key).exists()
+
+
 def django_model(label: str):
     from django.apps import apps
 
