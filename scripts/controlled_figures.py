@@ -369,6 +369,7 @@ def verdict_figures(folder: Path, write_model: Path | None = None) -> dict:
             f"agree {figures[f'shift {shift:.0%} agree']:.1%}, disagree {figures[f'shift {shift:.0%} disagree']:.1%}"
         )
     _misses(figures, model, cross, long_enough)
+    _disagreements(figures, model, [row for row in gpu_timed if not row.pair.same_card])
     _cap_by_clock(figures, folder)
     _host_kinds(figures, model, rows, cross)
     bound = [row for row in rows if row.host_bound]
@@ -417,6 +418,37 @@ def _misses(figures: dict, model, cross: list, long_enough: list) -> None:
         f"{figures['shift 5% agrees at the cap']} of the {figures['shift 5% agrees']} that agree shifted by +5%; "
         f"{figures['repeat reruns']} repeat reruns; with a 90% interval {figures['90% agree']:.1%} agree, "
         f"{figures['90% shift 5% agree']:.1%} shifted by +5%"
+    )
+
+
+FEW_SAMPLES = 50
+
+
+def _disagreements(figures: dict, model, rows: list) -> None:
+    """Where the GPU-timed reruns on another card that disagree are: the jobs' sampling (one
+    process or independent blocks, how many samples), the sessions of a pair of cards (the two
+    cards and the rerun's hour) and the kernels that hold the most of them."""
+    verdicts = verdict_model.verdicts(model, [row.pair for row in rows])
+    out = [row for row, verdict in zip(rows, verdicts, strict=True) if verdict == "disagrees"]
+    figures["disagree one process"] = sum(not (r.pair.old.independent or r.pair.new.independent) for r in out)
+    figures["disagree few samples"] = sum(min(r.samples) <= FEW_SAMPLES for r in out)
+
+    def session(row) -> tuple:
+        return (row.pair.cards[0][:8], row.pair.cards[1][:8], row.started_at[:13])
+
+    for name, key in (("sessions", session), ("kernels", lambda row: row.pair.kernel)):
+        every, missed = Counter(map(key, rows)), Counter(map(key, out))
+        top = sorted(missed, key=lambda k: (-missed[k], k))[:3]
+        figures[f"disagree {name}"] = [(k, missed[k], every[k]) for k in top]
+    words = "; ".join(
+        f"{a}→{b} {hour.replace('T', ' ')}h: {n} of {total}"
+        for (a, b, hour), n, total in figures["disagree sessions"]
+    )
+    print(
+        f"the {len(out)} that disagree: {figures['disagree one process']} between jobs of one process (no "
+        f"independent blocks), {figures['disagree few samples']} with {FEW_SAMPLES} samples or fewer on a side; "
+        f"by session of a pair of cards {words}; by kernel "
+        + "; ".join(f"{k}: {n} of {total}" for k, n, total in figures["disagree kernels"])
     )
 
 

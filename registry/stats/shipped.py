@@ -23,6 +23,7 @@ class Rerun:
     old_verdict: str
     host_bound: str  # why, or ""
     hosts: tuple[str, str] = ("", "")  # the kinds of host of the measurement and the rerun (host_kind)
+    samples: tuple[int, int] = (0, 0)  # how many samples the measurement and the rerun hold
 
 
 def entries(folder: Path):
@@ -99,7 +100,8 @@ def reruns(folder: Path, *, capped=verdict_model.power_capped) -> list[Rerun]:
                 verdict_model.host_kind(measure.get("environment")),
                 verdict_model.host_kind(job.get("environment")),
             )
-            out.append(Rerun(pair, run["external_id"], started, job["verdict"], why, hosts))
+            counts = (len(measure["samples"]), len(job["samples"]))
+            out.append(Rerun(pair, run["external_id"], started, job["verdict"], why, hosts, counts))
     return out
 
 

@@ -76,8 +76,25 @@ def test_the_paragraph_on_the_misses_gives_the_scripts_figures(figures):
         f"agree and {pct(figures['with host kinds disagree'])} disagree of "
         f"{figures['cross n'] + figures['host kinds cross n']:,}",
         f"{figures['host kinds cross n']} on another card: {pct(figures['host kinds cross agree'])} agree",
+        *disagreement_phrases(figures),
     ):
         assert phrase in text, f"docs/protocol.md lacks: {phrase}"
+
+
+def disagreement_phrases(figures: dict) -> list[str]:
+    """Where the disagreements are, as the misses paragraph gives it."""
+    count = round(figures["cross disagree"] * figures["cross n"])
+    # "All": every disagreeing pair is of jobs that sampled one process (none in blocks).
+    assert figures["disagree one process"] == count, (figures["disagree one process"], count)
+    return [
+        f"All {count} that disagree are between jobs that each sampled one process",
+        f"{figures['disagree few samples']} with 50 samples or fewer on a side",
+        *(
+            f"{a}→{b} {hour.replace('T', ' ')}h: {n} of {total}"
+            for (a, b, hour), n, total in figures["disagree sessions"]
+        ),
+        *(f"{kernel}: {n} of {total}" for kernel, n, total in figures["disagree kernels"]),
+    ]
 
 
 def host_kind_phrases(figures: dict) -> list[str]:
