@@ -31,7 +31,9 @@ def test_threads_share_nothing_they_should_not():
     def work(name):
         backend = caches["default"]
         backend.set(f"redis-cache-thread-{name}", name, 30)
-        seen[name] = (backend.get(f"redis-cache-thread-{name}"), id(backend._cache.get_client()))
+        # The client itself, not its id(): a finished thread's client freed, a later one could
+        # take its address.
+        seen[name] = (backend.get(f"redis-cache-thread-{name}"), backend._cache.get_client())
 
     threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
     for thread in threads:
@@ -39,7 +41,7 @@ def test_threads_share_nothing_they_should_not():
     for thread in threads:
         thread.join()
     assert {name: value for name, (value, _) in seen.items()} == {n: n for n in range(4)}
-    assert len({client for _, client in seen.values()}) == 4
+    assert len({id(client) for _, client in seen.values()}) == 4
 
 
 def _in_child(queue):
