@@ -294,6 +294,7 @@ def _runs_rejudge(jobs, run_ids: list[int]) -> Counter:
         agreeing[run_id][pk] = fields
     level = {pk: run.evidence_level for pk, run in runs.items()}
     changes, changed_jobs, diverged, audits = Counter(), [], [], []
+    shown = False  # a verdict or a level a page shows has changed
     now = timezone.now()
     for job in mine:
         run = runs[job.run_id]
@@ -310,17 +311,20 @@ def _runs_rejudge(jobs, run_ids: list[int]) -> Counter:
         if due != level[run.pk]:
             audits.append(_level_audit(run, level[run.pk], due, f"Rerun job #{job.pk} judged again."))
             level[run.pk] = due
+            shown = True
+        shown |= job.verdict != before["verdict"]
         changes[before["verdict"], job.verdict] += 1
     RerunJob.objects.bulk_update(changed_jobs, [*JUDGEMENT_FIELDS, "state", "sampling"], batch_size=500)
     for job in diverged:
         _divergence_report_open(job)
-    for due in {due for pk, due in level.items() if due != runs[pk].evidence_level}:
-        moved = [pk for pk, value in level.items() if value == due and runs[pk].evidence_level != due]
-        BenchmarkRun.objects.filter(pk__in=moved).update(evidence_level=due, updated_at=now)
+    moved = defaultdict(list)  # level -> the runs that end at it, from another
+    for pk, due in level.items():
+        if due != runs[pk].evidence_level:
+            moved[due].append(pk)
+    for due, pks in moved.items():
+        BenchmarkRun.objects.filter(pk__in=pks).update(evidence_level=due, updated_at=now)
     AuditEntry.objects.bulk_create(audits, batch_size=500)
-    if audits or any(
-        job.verdict != job.sampling["earlier_judgements"][-1]["verdict"] for job in changed_jobs
-    ):
+    if shown:
         generation_bump()
     return changes
 

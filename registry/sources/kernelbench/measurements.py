@@ -140,12 +140,16 @@ def _measure_job_create(of, implementation, result, protocol_spec, slug, finishe
 
 
 def _finished_at(result: dict) -> datetime:
+    """When the line's job finished, with its zone: a time written without one is read in the
+    default zone, as the database would read it."""
     at = result.get("finished_at")
     if isinstance(at, str):
         try:
-            return datetime.fromisoformat(at.replace("Z", "+00:00")).replace(microsecond=0)
+            found = datetime.fromisoformat(at.replace("Z", "+00:00")).replace(microsecond=0)
         except ValueError:
             pass
+        else:
+            return found if timezone.is_aware(found) else timezone.make_aware(found)
     return timezone.now().replace(microsecond=0)
 
 
@@ -236,18 +240,8 @@ class _Recorded:
         self.reruns.add((run.pk, card, finished))
 
     def holds(self, run: BenchmarkRun, card: str, finished: datetime) -> bool:
-        """Whether the line measured on `card` at `finished` made `run` or is one of its reruns
-        (a time without its zone is compared as the database compares it)."""
-        from registry.reruns.models import JobKind, RerunJob
-
-        if timezone.is_aware(finished):
-            return self.measures.get(run.pk) == (card, finished) or (run.pk, card, finished) in self.reruns
-        measure = run.measured_by_jobs.filter(kind=JobKind.MEASURE).first()
-        if measure is not None and measure.finished_at == finished and measure.gpu_uuid == card:
-            return True  # the line that made the run
-        return RerunJob.objects.filter(
-            run=run, kind=JobKind.RERUN, gpu_uuid=card, started_at=finished
-        ).exists()
+        """Whether the line measured on `card` at `finished` made `run` or is one of its reruns."""
+        return self.measures.get(run.pk) == (card, finished) or (run.pk, card, finished) in self.reruns
 
 
 def _problem_runs(digests_: set[str]) -> dict[str, BenchmarkRun]:
