@@ -7,6 +7,7 @@ the services, and the audit log is append-only. So change, add and delete are of
 
 from datetime import timedelta
 
+from django.apps import apps as django_apps
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.contenttypes.models import ContentType
@@ -497,11 +498,14 @@ def third_party_admins_audit(site: admin.AdminSite = admin.site) -> None:
     allauth's e-mail addresses and social accounts) is audited as ours are: a superuser's add,
     edit, delete or action there (giving someone the moderators' group, say) is in the audit log
     with its actor, in the change's transaction. Each admin is re-registered as a subclass of its
-    own with AuditedAdminMixin, in its place (the admin's app list and URLs keep their order);
-    this module is the last of the apps' admins Django imports."""
-    order = list(site._registry)
-    for model, model_admin in list(site._registry.items()):
-        if model._meta.app_label in OUR_APPS or isinstance(model_admin, AuditedAdminMixin):
+    own with AuditedAdminMixin, through the site's public API (the admin lists apps and models by
+    name, so the order of registration shows nowhere); this module is the last of the apps'
+    admins Django imports."""
+    for model in django_apps.get_models():
+        if model._meta.app_label in OUR_APPS or not site.is_registered(model):
+            continue
+        model_admin = site.get_model_admin(model)
+        if isinstance(model_admin, AuditedAdminMixin):
             continue
         body = {"__module__": __name__}
         if model._meta.label == "authtoken.TokenProxy":
@@ -509,7 +513,6 @@ def third_party_admins_audit(site: admin.AdminSite = admin.site) -> None:
         audited = type(f"Audited{type(model_admin).__name__}", (AuditedAdminMixin, type(model_admin)), body)
         site.unregister(model)
         site.register(model, audited)
-    site._registry = {model: site._registry[model] for model in order}
 
 
 third_party_admins_audit()
