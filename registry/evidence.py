@@ -606,9 +606,16 @@ def run_jobs(run: BenchmarkRun) -> list[RerunJob]:
     )
 
 
+def measure_jobs(pks=None):
+    """The measure jobs that made runs (those of `pks`, ids or a subquery, where given): what each
+    reader of a run's own measurement below starts from."""
+    jobs = RerunJob.objects.filter(kind=JobKind.MEASURE)
+    return jobs.filter(result_run__isnull=False) if pks is None else jobs.filter(result_run_id__in=pks)
+
+
 def measured_samples(pks) -> dict[int, list[float]]:
     """Raw samples of controlled runs (their measure job's), by run: one query."""
-    found = RerunJob.objects.filter(kind=JobKind.MEASURE, result_run_id__in=pks).exclude(samples=[])
+    found = measure_jobs(pks).exclude(samples=[])
     rows = found.values_list("result_run_id", "samples", "metric", "upstream")
     return {
         run: judged_samples(metric, samples, upstream) if isinstance(samples, list) else samples
@@ -620,7 +627,7 @@ def measured_samples(pks) -> dict[int, list[float]]:
 def measured_intervals(pks) -> dict[int, tuple[float, float]]:
     """The stored judged interval of controlled runs' medians (their measure job's
     judged_ci_low/high), by run: one query of two numbers a run."""
-    rows = RerunJob.objects.filter(kind=JobKind.MEASURE, result_run_id__in=pks)
+    rows = measure_jobs(pks)
     return {
         run: (low, high)
         for run, low, high in rows.values_list("result_run_id", "judged_ci_low", "judged_ci_high")
@@ -632,7 +639,7 @@ def measure_jobs_with_samples():
     """Every measure job of a run that holds samples, with its run's external id (verify_registry)."""
     fields = ("pk", "result_run_id", "result_run__external_id", "metric", "samples", "upstream")
     fields += ("judged_ci_low", "judged_ci_high")
-    jobs = RerunJob.objects.filter(kind=JobKind.MEASURE, result_run__isnull=False).exclude(samples=[])
+    jobs = measure_jobs().exclude(samples=[])
     return jobs.select_related("result_run").only(*fields).order_by("pk").iterator(chunk_size=500)
 
 
