@@ -171,9 +171,11 @@ def server(database_url: str, *, workers: int = 2, timeout: int = 60, **extra):
         shutil.rmtree(static_root, ignore_errors=True)
 
 
-def get(base: str, path: str) -> tuple[int, bytes]:
+def get(base: str, path: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
     try:
-        with urllib.request.urlopen(base + path, timeout=30) as response:
+        with urllib.request.urlopen(
+            urllib.request.Request(base + path, headers=headers or {}), timeout=30
+        ) as response:
             return response.status, response.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()

@@ -114,11 +114,12 @@ def measure_pages(url: str, *, rounds: int, seconds: float, connections: int, co
     return result
 
 
-def prime(base: str, paths: list[str]) -> dict:
-    """Ask for every URL once (4 at a time), so the measured rounds see stored pages."""
+def prime(base: str, paths: list[str], headers: dict[str, str] | None = None) -> dict:
+    """Ask for every URL once (4 at a time), so the measured rounds see stored pages; `headers`
+    as the measured rounds send them (a gzip client's pages are stored apart)."""
     started = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        statuses = list(pool.map(lambda path: common.get(base, path)[0], paths))
+        statuses = list(pool.map(lambda path: common.get(base, path, headers)[0], paths))
     return {
         "urls": len(paths),
         "seconds": time.perf_counter() - started,
