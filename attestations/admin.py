@@ -498,9 +498,10 @@ def third_party_admins_audit(site: admin.AdminSite = admin.site) -> None:
     allauth's e-mail addresses and social accounts) is audited as ours are: a superuser's add,
     edit, delete or action there (giving someone the moderators' group, say) is in the audit log
     with its actor, in the change's transaction. Each admin is re-registered as a subclass of its
-    own with AuditedAdminMixin, through the site's public API (the admin lists apps and models by
-    name, so the order of registration shows nowhere); this module is the last of the apps'
-    admins Django imports."""
+    own with AuditedAdminMixin, through the site's public API. Re-registered, they come after
+    ours: the admin's pages list apps and models by name, and only the app-index URL pattern's
+    alternation of app labels follows the order (tests/security/authz_matrix.py names it). This
+    module is the last of the apps' admins Django imports."""
     for model in django_apps.get_models():
         if model._meta.app_label in OUR_APPS or not site.is_registered(model):
             continue

@@ -1,6 +1,6 @@
 """bench/sustained.py and bench/pages_ab.py measure the same pages after the same set-up
-(`pages_ready`): every server warmed on every row and its anonymous pages primed, with no server,
-database or wrk needed to check it."""
+(`pages_ready`): every server warmed on every row and its anonymous pages primed, as wrk asks for
+them and as a browser does (gzip accepted), with no server, database or wrk needed to check it."""
 
 from unittest import mock
 
@@ -30,7 +30,9 @@ def test_every_server_is_warmed_on_every_row_and_primed_with_the_anonymous_pages
             sustained.common, "wrk", side_effect=lambda s, p, **kw: warmed.append((s, kw["headers"]))
         ),
         mock.patch.object(
-            sustained, "prime", side_effect=lambda server, paths: primed.append((server, paths))
+            sustained,
+            "prime",
+            side_effect=lambda server, paths, headers=None: primed.append((server, paths, headers)),
         ),
     ):
         paths, largest, chosen = sustained.pages_ready("db", "http://a", COOKIES, ["http://a", "http://b"])
@@ -38,9 +40,18 @@ def test_every_server_is_warmed_on_every_row_and_primed_with_the_anonymous_pages
     assert largest == {"path": "/kernels/b/", "bytes": 100}
     assert chosen["run page, moderator"] == (PATHS["run page"], {"Cookie": "sessionid=m"})
     assert [server for server, _ in warmed] == ["http://a"] * len(chosen) + ["http://b"] * len(chosen)
-    assert [server for server, _ in primed] == ["http://a", "http://b"]
+    gzip = sustained.BROWSER_ENCODING
+    assert "gzip" in gzip["Accept-Encoding"]
+    assert chosen["largest kernel page, anonymous, as a browser asks (gzip)"] == (["/kernels/b/"], gzip)
+    assert chosen["largest kernel page, anonymous"] == (["/kernels/b/"], None)
+    assert [(server, headers) for server, _, headers in primed] == [
+        ("http://a", None),
+        ("http://a", gzip),
+        ("http://b", None),
+        ("http://b", gzip),
+    ]
     anonymous = [path for page in sustained.ANONYMOUS for path in paths[page]]
-    assert primed[0][1] == primed[1][1] == anonymous and "/kernels/b/" in anonymous
+    assert all(primed_paths == anonymous for _, primed_paths, _ in primed) and "/kernels/b/" in anonymous
 
 
 def test_the_goals_are_marked_held_or_not():

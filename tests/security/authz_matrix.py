@@ -198,7 +198,7 @@ ROWS = [
     Row('admin/attestations/auditentry/<path:object_id>/delete/', path='admin/attestations/auditentry/{attestations.auditentry}/delete/', GET="302 302 302 403 302 302", POST="302 302 302 403 302 302"),
     Row('admin/attestations/auditentry/<path:object_id>/change/', path='admin/attestations/auditentry/{attestations.auditentry}/change/', GET="302 302 302 200 302 302", POST="302 302 302 403 302 302"),
     Row('admin/attestations/auditentry/<path:object_id>/', path='admin/attestations/auditentry/{attestations.auditentry}/', GET="302 302 302 302 302 302", POST="302 302 302 302 302 302"),
-    Row('admin/(?P<app_label>auth|sites|authtoken|account|socialaccount|registry|reruns|attestations)/$', path='admin/attestations/', GET="302 302 302 200 302 302", POST="302 302 302 200 302 302"),
+    Row('admin/(?P<app_label>registry|reruns|attestations|auth|sites|authtoken|account|socialaccount)/$', path='admin/attestations/', GET="302 302 302 200 302 302", POST="302 302 302 200 302 302"),
     Row('admin/(?P<url>.*)$', path='admin/no-such-page/', GET="302 302 302 404 302 302", POST="302 302 302 404 302 302"),
 
     # allauth. The worker token and the revoked user's session count for nothing: visitors.
