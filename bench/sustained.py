@@ -103,10 +103,10 @@ def pages_ready(url: str, base: str, cookies: dict, servers: list[str]) -> tuple
     steady server. Returns (paths, the largest kernel page, rows)."""
     paths, largest = page_paths(url, base)
     chosen = targets(paths, cookies)
+    anonymous = [path for page in ANONYMOUS for path in paths[page]]
     for server in servers:
         for page_paths_, headers in chosen.values():
             common.wrk(server, page_paths_, seconds=1, connections=4, headers=headers)
-        anonymous = [path for page in ANONYMOUS for path in paths[page]]
         prime(server, anonymous)
         prime(server, anonymous, headers=BROWSER_ENCODING)
     return paths, largest, chosen

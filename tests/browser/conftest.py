@@ -26,13 +26,12 @@ def browser(monkeypatch):
             yield chromium
             chromium.close()
     finally:
-        connection_created.disconnect(opened.note)
         opened.close()
 
 
 class OpenedHere:
     """The database connections this thread opens from now on, in whatever context (Django's
-    `connection_created` signal), to be closed at the end. With Playwright's sync API running,
+    `connection_created` signal), until `close()` closes them. With Playwright's sync API running,
     Django's `connections` (context-local storage) gives the test's body a connection of its own,
     which nothing else closes: it outlived the test and kept PostgreSQL from dropping the test
     database at the end of the run ("is being accessed by other users")."""
@@ -47,6 +46,9 @@ class OpenedHere:
             self.connections.append(connection)
 
     def close(self) -> None:
+        """Stop noting, and close what was noted (a connection inside a transaction is left to
+        whoever opened the transaction)."""
+        connection_created.disconnect(self.note)
         for connection in self.connections:
             if connection.connection is not None and not connection.in_atomic_block:
                 connection.close()
