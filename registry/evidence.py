@@ -403,6 +403,19 @@ class JobEvidence:
         return str(self.model_account.get("margin_from", ""))
 
     @property
+    def disagree_beyond(self) -> float | None:
+        """How far the whole interval had to lie to disagree (the top of the margin's interval);
+        None under the fixed tolerance or for a verdict judged before the model named it."""
+        return number(self.model_account.get("disagree_beyond"))
+
+    @property
+    def verdict_confidence(self) -> float | None:
+        """The confidence of the interval the verdict read; None under the fixed tolerance."""
+        if not self.model_account:
+            return None
+        return number(self.model_account.get("confidence")) or intervals.CONFIDENCE
+
+    @property
     def host_bound_reason(self) -> str:
         """Why this job's figure includes the host's pace: the rerun's stored account, or for a
         measure job the model's rule read from the job itself; "" when GPU-timed."""
@@ -438,13 +451,15 @@ class JobEvidence:
 
     @property
     def verdict_summary(self) -> str:
-        """ "agrees: +0.30% (95% interval −0.40% to +1.00%), within the ±3.1% that two H200 cards
-        differ on 1–10 ms ops below the power cap"; under the fixed tolerance "…, within ±2%"."""
+        """ "agrees: +0.30% (90% interval −0.40% to +1.00%), within the ±3.1% that two H200 cards
+        differ on 1–10 ms ops below the power cap" (the interval the verdict read: the model's
+        account names its confidence, 95% for a verdict judged before it did); under the fixed
+        tolerance "… (95% interval …), within ±2%"."""
         deviation, interval, bound = number(self.job.deviation), self.deviation_interval, self.tolerance_text
         if self.model_account and deviation is not None and self.verdict:
             text = f"{self.verdict}: {percent(deviation)}"
             if interval:
-                text += f" (95% interval {percent(interval[0])} to {percent(interval[1])})"
+                text += f" ({self.verdict_confidence:.0%} interval {percent(interval[0])} to {percent(interval[1])})"
             words = str(self.model_account.get("words", ""))
             return f"{text}, {words.split(': ', 1)[-1]}"
         if deviation is None:
@@ -563,16 +578,24 @@ class RunEvidence:
         own = self.measurement.job.gpu_uuid
         others = [e for card, e in self.cards.items() if card != own]
         diff = intervals.pooled_difference(
-            self.cards[own], others, process_variance=params.process_sd**2, process_df=params.process_df
+            self.cards[own],
+            others,
+            process_variance=params.process_sd**2,
+            process_df=params.process_df,
+            confidence=model.verdict_confidence,
         )
-        verdict = intervals.equivalence_verdict(diff.low, diff.high, params.margin)
+        verdict = verdict_model.class_verdict(params, diff.low, diff.high)
+        words = verdict_model.verdict_words(
+            verdict, account["verdict_class"], params.margin, params.disagree_beyond
+        )
         return {
             "cards": len(self.cards),
             "deviation": diff.point,
             "low": diff.low,
             "high": diff.high,
+            "confidence": model.verdict_confidence,
             "verdict": verdict,
-            "words": verdict_model.verdict_words(verdict, account["verdict_class"], params.margin),
+            "words": words,
         }
 
     @property

@@ -96,8 +96,20 @@ class ControlledJobSerializer(serializers.Serializer):
         help_text="Where the margin (`tolerance`) came from: the pairs of KernelIndex's cards it was "
         "measured on (how far apart 95 in 100 of them put the same workload's median)."
     )
+    disagree_beyond = serializers.FloatField(
+        allow_null=True,
+        help_text="How far the whole interval had to lie to disagree: the upper end of the margin's "
+        "distribution-free 95% interval (a rerun is called out of line only beyond what the fleet's "
+        "95th percentile could be); null under the fixed tolerance or for a verdict judged before 2026-12-07.",
+    )
+    verdict_confidence = serializers.FloatField(
+        allow_null=True,
+        help_text="The confidence of the interval (`deviation_low`, `deviation_high`) the verdict read: 0.9 "
+        "for the verdict model (the two one-sided tests at 5%), 0.95 for one it judged before 2026-12-07; "
+        "null under the fixed tolerance (a 95% interval).",
+    )
     verdict_summary = serializers.CharField(
-        help_text='The verdict in words: "agrees: +0.30% (95% interval …), within the ±3.1% that two '
+        help_text='The verdict in words: "agrees: +0.30% (90% interval …), within the ±3.1% that two '
         'H200 cards differ on 1–10 ms ops below the power cap".'
     )
     host_bound = serializers.BooleanField(

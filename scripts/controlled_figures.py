@@ -16,6 +16,7 @@ the recorder and `rejudge_reruns` judge by.
 """
 
 import argparse
+import dataclasses
 import gzip
 import importlib.util
 import json
@@ -410,15 +411,27 @@ def _misses(figures: dict, model, cross: list, long_enough: list) -> None:
         v == "agrees" and "at the power cap" in p.key for p, v in zip(long_enough, shifted, strict=True)
     )
     figures["repeat reruns"] = len(cross) - figures.get("first n", 0)
-    ninety = verdict_model.Model(gpu=model.gpu, confidence=0.90, classes=model.classes)
-    figures["90% agree"], figures["90% shift 5% agree"] = _agree_and_shifted(ninety, cross, long_enough)
+    before = _rule_before(model)
+    figures["before agree"], figures["before shift 5% agree"] = _agree_and_shifted(before, cross, long_enough)
+    figures["before disagree"] = verdict_model.verdicts(before, cross).count("disagrees") / len(cross)
     print(
         f"at the power cap: {len(capped)} reruns, {figures['inconclusive at the cap']} of the "
         f"{figures['inconclusive']} inconclusive ({figures['inconclusive under 0.1 ms']} under 0.1 ms), "
         f"{figures['shift 5% agrees at the cap']} of the {figures['shift 5% agrees']} that agree shifted by +5%; "
-        f"{figures['repeat reruns']} repeat reruns; with a 90% interval {figures['90% agree']:.1%} agree, "
-        f"{figures['90% shift 5% agree']:.1%} shifted by +5%"
+        f"{figures['repeat reruns']} repeat reruns; under the rule before 2026-12-07 (a 95% interval, "
+        f"disagreeing beyond the margin itself) {figures['before agree']:.1%} agree, "
+        f"{figures['before disagree']:.1%} disagree, {figures['before shift 5% agree']:.1%} shifted by +5%"
     )
+
+
+def _rule_before(model):
+    """The model as it judged until 2026-12-07: a 95% interval, and `disagrees` wholly beyond the
+    margin itself rather than beyond the top of the margin's interval."""
+    classes = {
+        key: dataclasses.replace(params, margin_interval=(math.nan, math.nan))
+        for key, params in model.classes.items()
+    }
+    return dataclasses.replace(model, classes=classes, verdict_confidence=model.confidence)
 
 
 FEW_SAMPLES = 50

@@ -140,13 +140,17 @@ def model_judgement(
         "class_words": verdict_model.class_words(key),
         "margin": params.margin,
         "margin_from": params.margin_from,
+        "disagree_beyond": judged.beyond,
+        "confidence": model.verdict_confidence,
         "host_bound": why,
         "host_paced": verdict_model.is_paced(key),
         "words": judged.words,
     }
     how = (
-        "Student's t over each job's variance between blocks of consecutive calls; the margin, measured "
-        "on medians of separate processes on separate cards, holds the spread between them"
+        f"{model.verdict_confidence:.0%} interval (the two one-sided tests at "
+        f"{(1 - model.verdict_confidence) / 2:.0%}), Student's t over each job's variance between blocks of "
+        "consecutive calls; the margin, measured on medians of separate processes on separate cards, holds "
+        "the spread between them"
     )
     return Judgement(
         "samples",

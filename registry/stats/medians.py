@@ -171,15 +171,18 @@ def ranges_difference(new_range, old_range, old_median: float) -> tuple[float, f
     )
 
 
-def verdict(low, high, tolerance: float) -> str:
-    """agrees: the whole interval inside ±tolerance; disagrees: wholly outside; else inconclusive
-    (also when an end is missing or not finite). The one statement of the equivalence rule: the
-    verdict model (registry/stats/intervals.py) judges with it too."""
+def verdict(low, high, tolerance: float, beyond: float | None = None) -> str:
+    """agrees: the whole interval inside ±tolerance; disagrees: wholly outside ±`beyond` (the
+    tolerance itself unless a wider bound is given); else inconclusive (also when an end is
+    missing or not finite). The one statement of the equivalence rule: the verdict model
+    (registry/stats/verdict_model.py) judges with it too, with `beyond` the upper end of its
+    margin's interval."""
+    beyond = tolerance if beyond is None else max(beyond, tolerance)
     if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
         return "inconclusive"
     if -tolerance <= low and high <= tolerance:
         return "agrees"
-    if high < -tolerance or low > tolerance:
+    if high < -beyond or low > beyond:
         return "disagrees"
     return "inconclusive"
 

@@ -30,6 +30,14 @@ HOST_KINDS_CLASS = "timed on two kinds of host"
 APART = (HOST_BOUND, HOST_WAITS_CLASS, HOST_KINDS_CLASS)
 PACED, WAITS = "paced", "waits"
 MARGIN_QUANTILE = 0.95  # a margin: how far apart 95 in 100 pairs of cards put a workload's median
+# A verdict is a test at the 5% level each way. `agrees` is the two one-sided tests (TOST) at 5%:
+# the difference is below +margin and above −margin, each at 95% one-sided, which is the 90%
+# two-sided interval lying within ±margin; the shift test checks exactly that error (a rerun 5%
+# off, beyond every margin, agrees at most 5 times in 100). `disagrees` is its mirror, the
+# difference beyond the margin at 95% one-sided, judged against the upper end of the margin's own
+# 95% interval: the margin is the 95th percentile of a few hundred pairs, and a rerun is called out
+# of line (the moderators told, the job `diverged`) only beyond what the fleet's figure could be.
+VERDICT_CONFIDENCE = 0.90
 MIN_PAIRS = 20  # a floor; a margin also needs a finite interval of its 95th percentile (about 60 pairs)
 # Fewer same-card reruns than this and the component is fitted on the class's group (every band):
 # a fit at the 95th percentile of |z| needs 2 / (1 − 0.95) = 40 reruns for two to lie beyond it.
@@ -315,17 +323,26 @@ class ClassParameters:
     margin_pairs: int
     margin_interval: tuple[float, float] = (math.nan, math.nan)
 
+    @property
+    def disagree_beyond(self) -> float:
+        """How far a difference must lie, all of its interval, to disagree: the upper end of the
+        margin's distribution-free 95% interval (the margin itself where that end is unknown)."""
+        high = self.margin_interval[1]
+        return max(high, self.margin) if math.isfinite(high) else self.margin
+
 
 @dataclass
 class Model:
     gpu: str
-    confidence: float
+    confidence: float  # of the measurement's interval for a rerun's median (rerun_interval)
     classes: dict[str, ClassParameters] = field(default_factory=dict)
+    verdict_confidence: float = VERDICT_CONFIDENCE  # of the difference's interval a verdict reads
 
     def to_json(self) -> dict:
         return {
             "gpu": self.gpu,
             "confidence": self.confidence,
+            "verdict_confidence": self.verdict_confidence,
             "margin_quantile": MARGIN_QUANTILE,
             "classes": {key: _rounded(asdict(value)) for key, value in sorted(self.classes.items())},
         }
@@ -338,7 +355,12 @@ class Model:
             value["process_df"] = math.inf if math.isnan(value["process_df"]) else value["process_df"]
             value["margin_interval"] = tuple(math.nan if v is None else v for v in value["margin_interval"])
             classes[key] = ClassParameters(**value)
-        return cls(gpu=document["gpu"], confidence=document["confidence"], classes=classes)
+        return cls(
+            gpu=document["gpu"],
+            confidence=document["confidence"],
+            classes=classes,
+            verdict_confidence=document.get("verdict_confidence", document["confidence"]),
+        )
 
     def parameters(self, key: str) -> ClassParameters | None:
         return self.classes.get(key)
@@ -351,6 +373,7 @@ class Judged:
     key: str
     margin: float
     words: str  # "agrees: within the ±3.1% that two H200 cards differ on 1–10 ms ops below the power cap"
+    beyond: float  # how far the whole interval must lie to disagree (ClassParameters.disagree_beyond)
 
 
 def judge(
@@ -362,7 +385,8 @@ def judge(
     gpu_name: str = "H200",
 ) -> Judged | None:
     """The verdict on a rerun of class `key`: the interval of the difference of the two medians
-    against the class's margin; None for a class the model lacks.
+    (at the model's verdict confidence: VERDICT_CONFIDENCE) against the class's margin, and for
+    `disagrees` against the upper end of the margin's interval; None for a class the model lacks.
 
     The margin is measured on medians of separate processes on separate cards, so it already
     holds the spread between processes and between cards; the interval therefore carries what
@@ -372,17 +396,24 @@ def judge(
     params = model.parameters(key)
     if params is None:
         return None
-    diff = intervals.difference(new, old, confidence=model.confidence)
-    verdict = intervals.equivalence_verdict(diff.low, diff.high, params.margin)
-    return Judged(verdict, diff, key, params.margin, verdict_words(verdict, key, params.margin, gpu_name))
+    diff = intervals.difference(new, old, confidence=model.verdict_confidence)
+    verdict = class_verdict(params, diff.low, diff.high)
+    words = verdict_words(verdict, key, params.margin, params.disagree_beyond, gpu_name)
+    return Judged(verdict, diff, key, params.margin, words, params.disagree_beyond)
 
 
-def verdict_words(verdict: str, key: str, margin: float, gpu_name: str = "H200") -> str:
+def class_verdict(params: ClassParameters, low: float, high: float) -> str:
+    """The equivalence rule (medians.verdict) with a class's margin and its disagreement bound."""
+    return intervals.equivalence_verdict(low, high, params.margin, params.disagree_beyond)
+
+
+def verdict_words(verdict: str, key: str, margin: float, beyond: float, gpu_name: str = "H200") -> str:
     where = f"the ±{margin:.1%} that two {gpu_name} cards differ on {class_words(key)}"
+    top = f"±{beyond:.1%}, the top of that margin's 95% interval"
     return {
         "agrees": f"agrees: within {where}",
-        "disagrees": f"disagrees: outside {where}",
-        "inconclusive": f"inconclusive: neither wholly within nor wholly outside {where}",
+        "disagrees": f"disagrees: beyond {where}, and beyond {top}",
+        "inconclusive": f"inconclusive: neither wholly within {where} nor wholly beyond {top}",
     }[verdict]
 
 
@@ -548,7 +579,7 @@ def without_process_component(model: Model) -> Model:
     """The same model with every class's between-process component at zero: the within-job
     interval alone, for comparison."""
     classes = {key: ClassParameters(**{**asdict(p), "process_sd": 0.0}) for key, p in model.classes.items()}
-    return Model(gpu=model.gpu, confidence=model.confidence, classes=classes)
+    return dataclasses.replace(model, classes=classes)
 
 
 def rerun_interval(model: Model, key: str, old: intervals.MedianEstimate) -> tuple[float, float]:

@@ -3,6 +3,8 @@ margin came from (run page, API); a host-bound run says it includes the host's p
 reproduced; the pooled reference and the card-to-card spread; the fleet page and its API, in a
 constant number of queries."""
 
+import html
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -58,10 +60,23 @@ class TestVerdictsStateTheirClass:
         job_page = client.get(reverse("jobs:detail", args=[job.pk])).content.decode()
         assert "0.1–1 ms ops below the power cap, measured on" in job_page
 
-    def test_a_ten_percent_slower_rerun_disagrees_under_the_model(self, h200_run):
+    def test_a_ten_percent_slower_rerun_disagrees_under_the_model(self, client, h200_run):
         run = measured_run(h200_run)
         job = rerun_on(run, CARDS[1], 0.99)
         assert (job.verdict, job.state) == ("disagrees", JobState.DIVERGED)
+        # It disagrees beyond the top of the margin's interval, and the API and pages say so.
+        account = job.sampling["verdict_model"]
+        assert account["margin"] < account["disagree_beyond"] < job.deviation_low
+        rerun = client.get(reverse("run-detail", args=[run.pk])).json()["reruns"][0]
+        assert rerun["disagree_beyond"] == pytest.approx(account["disagree_beyond"])
+        assert rerun["verdict_confidence"] == pytest.approx(0.90)
+        assert rerun["verdict_summary"].startswith("disagrees: +10.00% (90% interval ")
+        top = f"and beyond ±{account['disagree_beyond']:.1%}, the top of that margin's 95% interval"
+        assert top in rerun["verdict_summary"]
+        page = client.get(reverse("registry:run-detail", args=[run.pk])).content.decode()
+        assert html.escape(top) in page
+        job_page = client.get(reverse("jobs:detail", args=[job.pk])).content.decode()
+        assert f"whole 90% interval beyond ±{account['disagree_beyond']:.1%}" in job_page
 
 
 class TestHostBound:

@@ -165,7 +165,12 @@ class TestControlledRunsOnSamples:
         model = judgement.verdict_model_for("nvidia-h200")
         key = job.sampling["verdict_model"]["verdict_class"]
         params = model.parameters(key)
-        expected = intervals.difference(intervals.median_estimate(again), intervals.median_estimate(measured))
+        expected = intervals.difference(
+            intervals.median_estimate(again),
+            intervals.median_estimate(measured),
+            confidence=model.verdict_confidence,
+        )
+        assert model.verdict_confidence == 0.90  # the two one-sided tests at 5%
         assert key == "latency|0.1–1 ms|below the power cap"
         assert job.tolerance == pytest.approx(params.margin)
         assert (job.deviation, job.deviation_low, job.deviation_high) == (

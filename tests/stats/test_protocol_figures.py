@@ -32,7 +32,7 @@ def expected_lines(figures: dict) -> list[str]:
         verdicts = " / ".join(str(n) for n in counts) if sum(counts) else "—"
         lines.append(
             f"| {key.split('|', 1)[1].replace('|', ', ')} | {params.process_sd:.2%} | ±{params.margin:.1%} ({params.margin_from}) "
-            f"| {verdicts} |"
+            f"| ±{params.disagree_beyond:.1%} | {verdicts} |"
         )
     pct = "{:.1%}".format
     lines += [
@@ -66,7 +66,8 @@ def test_the_paragraph_on_the_misses_gives_the_scripts_figures(figures):
         f"({figures['shift 5% agrees at the cap']} of the {figures['shift 5% agrees']} shifted reruns that agree",
         f"({figures['inconclusive at the cap']} of {figures['inconclusive']}) and under 0.1 ms "
         f"({figures['inconclusive under 0.1 ms']})",
-        f"(a 90% interval: {pct(figures['90% agree'])} agree, {pct(figures['90% shift 5% agree'])} agree",
+        f"(a 95% interval, disagreeing beyond the margin itself): {pct(figures['before agree'])} agree, "
+        f"{pct(figures['before disagree'])} disagree, {pct(figures['before shift 5% agree'])} agree shifted by +5%",
         f"{figures['repeat reruns']} reruns on another card are second and later reruns",
         f"each run agrees in {pct(figures['first agree'])}",
         f"{figures['cap named at the top clock']} of the {figures['cap named']} readings that name a power limit",

@@ -95,10 +95,45 @@ class TestClasses:
         assert waits == "latency|waits on the host|1–10 ms"
 
     def test_the_words_state_verdict_margin_and_class(self):
-        words = verdict_model.verdict_words("agrees", KEY, 0.031)
+        words = verdict_model.verdict_words("agrees", KEY, 0.031, 0.042)
         assert (
             words == "agrees: within the ±3.1% that two H200 cards differ on 1–10 ms ops below the power cap"
         )
+        words = verdict_model.verdict_words("disagrees", KEY, 0.031, 0.042)
+        assert words == (
+            "disagrees: beyond the ±3.1% that two H200 cards differ on 1–10 ms ops below the power cap, "
+            "and beyond ±4.2%, the top of that margin's 95% interval"
+        )
+
+
+def judged(margin: float, top: float, log_ratio: float, variance: float) -> verdict_model.Judged:
+    """One rerun judged in a class of `margin` whose margin's interval ends at `top`."""
+    params = verdict_model.ClassParameters(0.0, math.inf, "", margin, "", 200, (margin * 0.9, top))
+    model = verdict_model.Model(gpu="x", confidence=0.95, classes={KEY: params})
+    return verdict_model.judge(model, KEY, estimate(log_ratio, variance), estimate(0.0, variance))
+
+
+class TestVerdictRule:
+    def test_a_difference_beyond_the_margin_but_not_beyond_its_intervals_top_is_inconclusive(self):
+        # +3.6%, tightly measured: beyond the ±3% margin, within ±4.5%, the top of its interval
+        assert judged(0.03, 0.045, math.log(1.036), 1e-8).verdict == "inconclusive"
+        assert judged(0.03, 0.045, math.log(1.06), 1e-8).verdict == "disagrees"
+        assert judged(0.03, 0.045, math.log(1.02), 1e-8).verdict == "agrees"
+
+    def test_agreement_reads_the_90_percent_interval_the_two_one_sided_tests_at_5_percent_read(self):
+        # each side's variance of the log median puts the difference's standard error at 1%
+        variance, log_ratio = 0.5e-4, math.log(1.012)
+        result = judged(0.03, 0.045, log_ratio, variance)
+        assert result.verdict == "agrees" and result.difference.high < 0.03
+        # the same difference read at 95% would cross the margin
+        wide = intervals.difference(estimate(log_ratio, variance), estimate(0.0, variance), confidence=0.95)
+        assert wide.high > 0.03
+
+    def test_an_equivalence_rule_without_a_bound_disagrees_beyond_the_tolerance_itself(self):
+        assert intervals.equivalence_verdict(0.025, 0.03, 0.02) == "disagrees"
+        assert intervals.equivalence_verdict(0.025, 0.03, 0.02, 0.04) == "inconclusive"
+        # a bound inside the tolerance cannot make a rerun within it disagree
+        assert intervals.equivalence_verdict(0.015, 0.019, 0.02, 0.01) == "agrees"
 
 
 class TestHostBound:
