@@ -181,7 +181,7 @@ def sweep(
         )
         _wind_down(work.in_flight, collect)
     finally:
-        fleet.stop()
+        fleet.stop(idle=not work.in_flight)
     return _report(
         work, figures, elapsed=time.monotonic() - began, out=out, gpu_slug=gpu_slug, export=export, log=log
     )
