@@ -50,6 +50,9 @@ EXCEPTIONS = {
     ("registry.sources.kernelbench.measurements", "registry.reruns.services.record"): (
         "a measurement on another card is a rerun, judged by the one evidence rule"
     ),
+    ("registry.sources.kernelbench.measurements", "registry.reruns.harness.job_result"): (
+        "a sweep line's rerun is finished from the result a worker would send (its wire form)"
+    ),
     ("registry.speed_of_light", "registry.reruns.models"): (
         "a run's speed of light is computed from its GPU model's measured ceilings, which ceilings "
         "jobs of the rerun app measure (MeasuredCeiling lives there)"

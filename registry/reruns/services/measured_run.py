@@ -190,20 +190,27 @@ def measured_run_from_job(*, job: RerunJob, description: MeasuredDescription | N
     worker measured and captured and from how its source describes it (by default the rerun
     harness's source, `rerun_description`). Called inside its caller's transaction (the
     recorder's, or KernelBench's measurement record)."""
+    return measured_run_create(
+        **measured_run_fields(job=job, description=description, source=controlled_source())
+    )
+
+
+def measured_run_fields(*, job: RerunJob, description: MeasuredDescription | None, source: Source) -> dict:
+    """What `measured_run_build` takes for the `measured` run of a finished, saved measure job
+    (`measured_run_from_job`; KernelBench's sweep files build many at once)."""
     described = description or rerun_description(job)
-    source = controlled_source()
     run = _run_fields(job, described)
     run["manifest"] = _manifest(job, run, source, described)
     run["digest"] = digests.digest(run["manifest"])
-    return measured_run_create(
-        source=source,
-        kernel=job.kernel,
-        workload=job.workload,
-        implementation=described.implementation,
-        protocol=described.protocol,
-        environment=described.environment,
-        run={**run, "evidence_level": EvidenceLevel.MEASURED},
-    )
+    return {
+        "source": source,
+        "kernel": job.kernel,
+        "workload": job.workload,
+        "implementation": described.implementation,
+        "protocol": described.protocol,
+        "environment": described.environment,
+        "run": {**run, "evidence_level": EvidenceLevel.MEASURED},
+    }
 
 
 def rerun_description(job: RerunJob) -> MeasuredDescription:

@@ -3,7 +3,9 @@
 The only code that changes an evidence level: in the transaction that finishes a job it sets
 `reproduced` on a rerun that agreed on another card, or creates the `measured` run of a measure
 job; and, when a finished rerun is judged again under today's statistics (`rerun_rejudge`), it
-keeps `reproduced` only while one of the run's reruns agrees on another card.
+keeps `reproduced` only while one of the run's reruns agrees on another card. Jobs that finished
+elsewhere (a GPU host's sweep file) are written many at once (`finished_jobs_create`), each rerun
+judged by the same functions, in the order that recording them one at a time would judge them.
 """
 
 import logging
@@ -61,17 +63,7 @@ def rerun_record_result(*, job_id: int, lease: str, result: dict, worker_key=Non
         if refusal:
             logger.error("Result for job %s refused: %s", job_id, refusal)
             return None
-    job.finished_at = timezone.now()
-    job.environment = result.environment or {}
-    job.worker_gpu = str(job.environment.get("gpu_name") or job.worker_gpu)[:200]
-    job.protocol = result.protocol or {}
-    job.log = bounded_log(result.log or "")
-    problem = _result_problem(job, result)
-    if problem:
-        job.state, job.error = JobState.FAILED, problem
-        job.timed_out = result.timed_out is True
-    else:
-        _result_store(job, result)
+    if not job_result_apply(job, result):
         if job.kind == JobKind.RERUN:
             _rerun_judge(job)
         elif job.kind == JobKind.CEILINGS:
@@ -87,6 +79,24 @@ def rerun_record_result(*, job_id: int, lease: str, result: dict, worker_key=Non
         changes_detect(runs=BenchmarkRun.objects.filter(pk=job.result_run_id))
     generation_bump()  # the job's outcome, and perhaps a new level or a new measured run
     return job
+
+
+def job_result_apply(job: RerunJob, result: JobResult) -> str:
+    """Finish `job` in memory with the harness's result: when, where and how it ran, then its
+    figures, or its failure (state `failed`); returns the problem that failed it, or "". A job
+    that did not fail is judged next, by its kind (a rerun: `_judgement_store`)."""
+    job.finished_at = timezone.now()
+    job.environment = result.environment or {}
+    job.worker_gpu = str(job.environment.get("gpu_name") or job.worker_gpu)[:200]
+    job.protocol = result.protocol or {}
+    job.log = bounded_log(result.log or "")
+    problem = _result_problem(job, result)
+    if problem:
+        job.state, job.error = JobState.FAILED, problem
+        job.timed_out = result.timed_out is True
+    else:
+        _result_store(job, result)
+    return problem
 
 
 def _attempt_refusal(job: RerunJob, key, result: JobResult) -> str:
@@ -285,14 +295,8 @@ def _runs_rejudge(jobs, run_ids: list[int]) -> Counter:
         .filter(pk__in=run_ids)
         .select_related("protocol", "source", "kernel", "environment")
     }
-    measured_by = {}
-    for measure in RerunJob.objects.filter(kind=JobKind.MEASURE, result_run__in=run_ids).order_by("pk"):
-        measured_by.setdefault(measure.result_run_id, measure)
-    agreeing = defaultdict(dict)  # run pk -> {job pk: what evidence_level_due reads of it}
-    stored = RerunJob.objects.filter(run__in=run_ids, kind=JobKind.RERUN, verdict=Verdict.AGREES)
-    for pk, run_id, *fields in stored.values_list("pk", "run_id", "verdict", "sampling", "gpu_slug"):
-        agreeing[run_id][pk] = fields
-    level = {pk: run.evidence_level for pk, run in runs.items()}
+    measured_by = _measure_jobs_of(run_ids)
+    levels = _LevelsFollowed(runs)
     changes, changed_jobs, diverged, audits = Counter(), [], [], []
     shown = False  # a verdict or a level a page shows has changed
     now = timezone.now()
@@ -304,29 +308,102 @@ def _runs_rejudge(jobs, run_ids: list[int]) -> Counter:
             changed_jobs.append(job)
             if _earlier_judgement_keep(job, before, now):
                 diverged.append(job)
-            agreeing[run.pk].pop(job.pk, None)
-            if job.verdict == Verdict.AGREES:
-                agreeing[run.pk][job.pk] = [job.verdict, job.sampling, job.gpu_slug]
-        due = evidence_level_due(run=run, reruns=agreeing[run.pk].values())
-        if due != level[run.pk]:
-            audits.append(_level_audit(run, level[run.pk], due, f"Rerun job #{job.pk} judged again."))
-            level[run.pk] = due
+            levels.rerun_judged(job, key=job.pk)
+        change = levels.settle(run.pk)
+        if change:
+            audits.append(_level_audit(run, *change, f"Rerun job #{job.pk} judged again."))
             shown = True
         shown |= job.verdict != before["verdict"]
         changes[before["verdict"], job.verdict] += 1
     RerunJob.objects.bulk_update(changed_jobs, [*JUDGEMENT_FIELDS, "state", "sampling"], batch_size=500)
     for job in diverged:
         _divergence_report_open(job)
-    moved = defaultdict(list)  # level -> the runs that end at it, from another
-    for pk, due in level.items():
-        if due != runs[pk].evidence_level:
-            moved[due].append(pk)
-    for due, pks in moved.items():
-        BenchmarkRun.objects.filter(pk__in=pks).update(evidence_level=due, updated_at=now)
+    levels.write(now)
     AuditEntry.objects.bulk_create(audits, batch_size=500)
     if shown:
         generation_bump()
     return changes
+
+
+def _measure_jobs_of(run_ids) -> dict[int, RerunJob]:
+    """Each run's measure job (`run_measured_by`: its first), for many runs in one query."""
+    measured_by = {}
+    for measure in RerunJob.objects.filter(kind=JobKind.MEASURE, result_run__in=run_ids).order_by("pk"):
+        measured_by.setdefault(measure.result_run_id, measure)
+    return measured_by
+
+
+class _LevelsFollowed:
+    """The levels of many runs followed in memory as `run_level_settle` after each of their
+    reruns in turn would leave them: each run's agreeing reruns as stored, then as each rerun is
+    judged (the three fields the rule reads), and its level as settled so far."""
+
+    def __init__(self, runs: dict[int, BenchmarkRun]):
+        self.runs = runs
+        self.level = {pk: run.evidence_level for pk, run in runs.items()}
+        self.agreeing = defaultdict(dict)  # run pk -> {job key: what evidence_level_due reads of it}
+        stored = RerunJob.objects.filter(run__in=list(runs), kind=JobKind.RERUN, verdict=Verdict.AGREES)
+        for pk, run_id, *fields in stored.values_list("pk", "run_id", "verdict", "sampling", "gpu_slug"):
+            self.agreeing[run_id][pk] = fields
+
+    def rerun_judged(self, job: RerunJob, *, key) -> None:
+        """`job`, a rerun of one of the runs, is judged as it now stands (`key`: its pk, or for a
+        job not saved yet anything else that names it)."""
+        self.agreeing[job.run_id].pop(key, None)
+        if job.verdict == Verdict.AGREES:
+            self.agreeing[job.run_id][key] = [job.verdict, job.sampling, job.gpu_slug]
+
+    def settle(self, run_id: int) -> tuple[str, str] | None:
+        """The run's level under the rule now: (before, after) where it changes, else None."""
+        due = evidence_level_due(run=self.runs[run_id], reruns=self.agreeing[run_id].values())
+        before, self.level[run_id] = self.level[run_id], due
+        return (before, due) if due != before else None
+
+    def write(self, now) -> None:
+        """Each run that ends at another level than it had, updated (as `run_level_settle` does)."""
+        moved = defaultdict(list)  # level -> the runs that end at it, from another
+        for pk, due in self.level.items():
+            if due != self.runs[pk].evidence_level:
+                moved[due].append(pk)
+        for due, pks in moved.items():
+            BenchmarkRun.objects.filter(pk__in=pks).update(evidence_level=due, updated_at=now)
+
+
+@transaction.atomic
+def finished_jobs_create(*, jobs: list[RerunJob]) -> None:
+    """Write jobs that finished elsewhere (a GPU host's sweep, recorded from its file) in bulk, in
+    their order, so that they take the primary keys that creating them one at a time would give.
+    The reruns among them, their results stored by `job_result_apply` and their runs already in the
+    registry, are judged as `rerun_record_result` would judge each in turn: the same verdict, a
+    report for each that disagrees, and their runs' levels settled by the one rule after each,
+    audited at the rerun that changes one. A measure job's run is its caller's to create."""
+    from attestations.models import AuditEntry
+
+    reruns = [job for job in jobs if job.kind == JobKind.RERUN and job.state != JobState.FAILED]
+    run_ids = sorted({job.run_id for job in reruns})
+    runs = (
+        BenchmarkRun.objects.select_for_update(of=("self",))
+        .select_related("protocol", "source", "kernel", "environment")
+        .in_bulk(run_ids)
+    )
+    measured_by, levels, settled = _measure_jobs_of(run_ids), _LevelsFollowed(runs), []
+    for job in reruns:
+        job.run = runs[job.run_id]
+        _judgement_store(job, job.run, measured_by=measured_by.get(job.run_id))
+        levels.rerun_judged(job, key=id(job))
+        settled.append(levels.settle(job.run_id))
+    RerunJob.objects.bulk_create(jobs, batch_size=500)
+    audits = []
+    for job, change in zip(reruns, settled, strict=True):
+        if job.verdict == Verdict.DISAGREES:
+            AuditEntry.objects.bulk_create(audits)  # the entries before the report's, in order
+            audits = []
+            _divergence_report_open(job)
+        if change:
+            audits.append(_level_audit(job.run, *change, f"Rerun job #{job.pk} recorded."))
+    AuditEntry.objects.bulk_create(audits, batch_size=500)
+    levels.write(timezone.now())
+    generation_bump()
 
 
 def _judgement_changed(job: RerunJob, before: dict) -> bool:

@@ -7,8 +7,9 @@ run, judged by the reruns app's one rule (`rerun_record_result`), which alone ma
 On the CPU `manage.py measure_kernelbench` measures one run's problem here. A GPU host measures
 many with `python -m registry.sources.kernelbench.gpu_sweep` (no Django there), and
 `manage.py record_kernelbench_gpu FILE` records its output: the file is from outside the web
-tier, so each line is checked before anything of it is written, and each is recorded in its own
-transaction.
+tier, so each line is checked before anything of it is written; the file is then recorded in one
+transaction, its jobs and runs written in bulk (a first load records the 25 shipped files' 1,462
+measurements and reruns), judged by the same functions as one job at a time.
 """
 
 import json
@@ -16,7 +17,9 @@ import math
 import uuid
 import zlib
 from collections import Counter
+from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 
 from django.conf import settings
@@ -32,6 +35,7 @@ from registry.services.imports import ImportRejected
 from registry.sources.kernelbench import importer, protocols
 from registry.sources.kernelbench.gpu_sweep import output_lines
 from registry.sources.kernelbench.harness import CONFIGURATIONS
+from registry.speed_of_light import measured_ceilings
 
 FILE_KEYS = {  # the implementation each harness configuration is, as a timing file names it
     "eager": "baseline_time_torch.json",
@@ -67,6 +71,38 @@ def harness_protocol(device: str, timing_settings: dict) -> dict:
     }
 
 
+@dataclass(frozen=True)
+class _Measured:
+    """One harness result for the workload of the KernelBench run `of`, and where it ran."""
+
+    of: BenchmarkRun
+    implementation: str
+    result: dict
+    timing_settings: dict
+    device: str
+
+    @cached_property
+    def slug(self) -> str:
+        return "cpu" if self.device == "cpu" else slugify(self.result["environment"].get("gpu_name") or "")
+
+    @cached_property
+    def finished(self) -> datetime:
+        return _finished_at(self.result)
+
+    @property
+    def card(self) -> str:
+        return str(self.result.get("gpu_uuid") or "")[:64]
+
+    @property
+    def key(self) -> tuple:
+        """What a sweep file's line measures: (workload, implementation, GPU model)."""
+        return (self.of.workload_id, self.implementation, self.slug)
+
+    @cached_property
+    def protocol_spec(self) -> dict:
+        return harness_protocol(self.device, self.timing_settings)
+
+
 @transaction.atomic
 def kernelbench_measurement_record(
     *, of: BenchmarkRun, implementation: str, result: dict, timing_settings: dict, device: str = "cpu"
@@ -74,68 +110,81 @@ def kernelbench_measurement_record(
     """Record a harness result for the workload of the KernelBench run `of`: a finished measure
     job holding the raw samples, and the `measured` controlled run it made (through the recorder's
     own `measured_run_from_job`), in one transaction."""
-    from registry.reruns.services.measured_run import MeasuredDescription, measured_run_from_job
+    from registry.reruns.services.measured_run import measured_run_from_job
 
-    finished = _finished_at(result)
-    protocol_spec = harness_protocol(device, timing_settings)
-    slug = "cpu" if device == "cpu" else slugify(result["environment"].get("gpu_name") or "")
-    job = _measure_job_create(of, implementation, result, protocol_spec, slug, finished)
-    protocol = {
-        **digests.protocol_row(
-            protocol_spec, slug=f"{protocol_spec['name']}-kernelbench", statistic="median"
-        ),
-        "digest": digests.digest(protocol_spec),
-    }
-    description = MeasuredDescription(
-        implementation=importer.implementation_fields(
-            of.kernel.slug, FILE_KEYS[implementation], revision=str(result["environment"].get("torch", ""))
-        ),
-        protocol=protocol,
-        environment=_environment(device, result["environment"]),
-        external_id=f"{of.kernel.slug}/{implementation}/{slug}/{of.workload.slug}/"
-        f"{finished:%Y-%m-%d-%H-%M-%S}-job{job.pk}",
-        upstream_key=digests.digest([of.kernel.slug, implementation, of.workload.digest, slug]),
-        labels={"job": job.pk},
-        correctness_note="The harness times the problem's reference; it compares no outputs.",
-        results_name_source_metrics=False,
-    )
-    created = measured_run_from_job(job=job, description=description)
+    measured = _Measured(of, implementation, result, timing_settings, device)
+    job = _measure_job_build(measured)
+    job.save()
+    created = measured_run_from_job(job=job, description=_measured_description(measured, job))
     job.result_run = created
     job.save(update_fields=["result_run"])
     generation_bump()
     return created
 
 
-def _measure_job_create(of, implementation, result, protocol_spec, slug, finished):
-    """The finished measure job that holds the raw samples of a measurement."""
+def _measured_description(measured: _Measured, job):
+    """How KernelBench describes the run that its saved measure job `job` makes."""
+    from registry.reruns.services.measured_run import MeasuredDescription
+
+    of, implementation, spec = measured.of, measured.implementation, measured.protocol_spec
+    protocol = {
+        **digests.protocol_row(spec, slug=f"{spec['name']}-kernelbench", statistic="median"),
+        "digest": digests.digest(spec),
+    }
+    environment = measured.result["environment"]
+    return MeasuredDescription(
+        implementation=importer.implementation_fields(
+            of.kernel.slug, FILE_KEYS[implementation], revision=str(environment.get("torch", ""))
+        ),
+        protocol=protocol,
+        environment=_environment(measured.device, environment),
+        external_id=f"{of.kernel.slug}/{implementation}/{measured.slug}/{of.workload.slug}/"
+        f"{measured.finished:%Y-%m-%d-%H-%M-%S}-job{job.pk}",
+        upstream_key=digests.digest([of.kernel.slug, implementation, of.workload.digest, measured.slug]),
+        labels={"job": job.pk},
+        correctness_note="The harness times the problem's reference; it compares no outputs.",
+        results_name_source_metrics=False,
+    )
+
+
+def _job_fields(measured: _Measured, *, on: BenchmarkRun) -> dict:
+    """What a measure or rerun job of a measurement says of it: `on`'s kernel, workload and pass
+    (the KernelBench run measured, or the run measured again), timed on the measurement's card."""
+    return {
+        "kernel": on.kernel,
+        "workload": on.workload,
+        "provider": measured.implementation,
+        "operation_mode": on.operation_mode,
+        "metric": on.metric,
+        "gpu_slug": measured.slug,
+        "gpu_uuid": measured.card,
+        "attempts": 1,
+        "started_at": measured.finished,
+    }
+
+
+def _measure_job_build(measured: _Measured):
+    """The finished measure job, unsaved, that holds the raw samples of a measurement."""
     from registry.reruns.models import JobKind, JobState, RerunJob
 
+    result = measured.result
     job = RerunJob(
         kind=JobKind.MEASURE,
         state=JobState.SUCCEEDED,
-        kernel=of.kernel,
-        workload=of.workload,
-        provider=implementation,
-        operation_mode=of.operation_mode,
-        metric=of.metric,
-        gpu_slug=slug,
-        gpu_uuid=str(result.get("gpu_uuid") or "")[:64],
+        **_job_fields(measured, on=measured.of),
         gpu_state=result.get("gpu_state") or {},
         worker_gpu=str(result["environment"].get("gpu_name") or "CPU")[:200],
-        reason=f"KernelBench reference under {protocol_spec['name']} ({implementation})",
-        attempts=1,
-        started_at=finished,
-        finished_at=finished,
+        reason=f"KernelBench reference under {measured.protocol_spec['name']} ({measured.implementation})",
+        finished_at=measured.finished,
         unit="ms",
         **{
             k: result[k]
             for k in ("median", "p20", "p80", "ci_low", "ci_high", "samples", "sampling", "upstream")
         },
         environment=result["environment"],
-        protocol=protocol_spec,
+        protocol=measured.protocol_spec,
     )
     job.judged_interval_set()
-    job.save()
     return job
 
 
@@ -180,13 +229,16 @@ def _environment(device: str, captured: dict) -> dict:
 # --- a GPU host's sweep (gpu_sweep's JSON lines) --------------------------------------------------
 
 
+@transaction.atomic
 def gpu_sweep_record(*, path: Path | str) -> Counter:
-    """Record every line of a gpu_sweep output file: a problem and implementation not yet measured
-    on that GPU model becomes a `measured` run; one already measured on it becomes a rerun of that
-    run, judged (`rerun_record_result`: `reproduced` only when it agrees on another card); a line
-    already recorded (its card and time) changes nothing, so recording a file twice is safe. Every
-    line is checked first: a malformed one refuses the whole file, naming its line, before anything
-    is written. Returns how many lines went each way."""
+    """Record every line of a gpu_sweep output file, in one transaction: a problem and
+    implementation not yet measured on that GPU model becomes a `measured` run; one already
+    measured on it becomes a rerun of that run, judged (as `rerun_record_result` judges one:
+    `reproduced` only when it agrees on another card); a line already recorded (its card and time)
+    changes nothing, so recording a file twice is safe. Every line is checked first: a malformed
+    one refuses the whole file, naming its line, before anything is written. The file's jobs and
+    runs are then written in bulk (`_Sweep`), leaving the rows that recording its lines one at a
+    time left. Returns how many lines went each way."""
     path = Path(path)
     entries = _entries(path)
     problems = _problem_runs({entry["sha256"] for _, entry in entries if entry.get("result")})
@@ -195,53 +247,138 @@ def gpu_sweep_record(*, path: Path | str) -> Counter:
             raise ImportRejected(
                 f"{path.name}, line {number}: no KernelBench run has the problem file {entry['sha256'][:12]}"
             )
-    recorded = _Recorded({run.workload_id for run in problems.values()})
-    outcome = Counter()
+    sweep = _Sweep(_Recorded({run.workload_id for run in problems.values()}))
     for _, entry in entries:
-        outcome[_entry_record(entry, problems, recorded)] += 1
-    return outcome
+        sweep.line_add(entry, problems)
+    sweep.write()
+    return sweep.outcome()
+
+
+_MEASURING = object()  # the run a line of the file being recorded measures, not written yet
 
 
 class _Recorded:
     """What a file's lines look up before recording, read for the whole file in three queries
     rather than three a line: the first current controlled run of each (workload, implementation,
-    GPU model), its measure job's card and time, its reruns' cards and times; kept as the file's
+    GPU model), and the cards and times of its measure job and of its reruns; kept as the file's
     lines are recorded (the run a measurement makes, the card and time of each rerun), so that
     each answer is the database's at that line. A file recorded again, all of it unchanged,
     writes nothing."""
 
     def __init__(self, workload_ids: set[int]):
+        from registry.reruns.models import JobKind, RerunJob
+
         current = BenchmarkRun.objects.filter(
             source__slug="kernelindex-controlled", workload_id__in=workload_ids, superseded_by__isnull=True
         )
         self.runs: dict[tuple, BenchmarkRun] = {}
         for run in current.select_related("implementation", "environment").order_by("pk"):
             if run.implementation_id and run.environment_id:
-                key = (run.workload_id, run.implementation.provider, run.environment.slug)
-                self.runs.setdefault(key, run)
-        from registry.reruns.models import JobKind, RerunJob
-
-        self.measures: dict[int, tuple] = {}
-        measures = RerunJob.objects.filter(kind=JobKind.MEASURE, result_run__in=current.values("pk"))
+                self.runs.setdefault(
+                    (run.workload_id, run.implementation.provider, run.environment.slug), run
+                )
+        key_of = {run.pk: key for key, run in self.runs.items()}
+        self.done: dict[tuple, set] = {key: set() for key in self.runs}  # cards and times
+        measures = RerunJob.objects.filter(kind=JobKind.MEASURE, result_run__in=key_of)
+        measured = {}
         for run_id, *card_and_time in measures.values_list("result_run_id", "gpu_uuid", "finished_at"):
-            self.measures.setdefault(run_id, tuple(card_and_time))  # the Meta ordering's first
-        reruns = RerunJob.objects.filter(kind=JobKind.RERUN, run__in=current.values("pk"))
-        self.reruns = set(reruns.values_list("run_id", "gpu_uuid", "started_at"))
+            measured.setdefault(run_id, tuple(card_and_time))  # the Meta ordering's first
+        for run_id, card_and_time in measured.items():
+            self.done[key_of[run_id]].add(card_and_time)
+        reruns = RerunJob.objects.filter(kind=JobKind.RERUN, run__in=key_of)
+        for run_id, *card_and_time in reruns.values_list("run_id", "gpu_uuid", "started_at"):
+            self.done[key_of[run_id]].add(tuple(card_and_time))
 
-    def measured_run(self, of: BenchmarkRun, implementation: str, slug: str) -> BenchmarkRun | None:
-        return self.runs.get((of.workload_id, implementation, slug))
+    def run(self, line: _Measured):
+        """The run the line's measurement is a rerun of, `_MEASURING` or None."""
+        return self.runs.get(line.key)
 
-    def measured(self, of: BenchmarkRun, implementation: str, slug: str, run: BenchmarkRun, card, finished):
-        """A line made `run`, the first current run of its key (there was none)."""
-        self.runs[of.workload_id, implementation, slug] = run
-        self.measures[run.pk] = (card, finished)
+    def holds(self, line: _Measured) -> bool:
+        """Whether the line (measured on its card at its time) made that run or is a rerun of it."""
+        return (line.card, line.finished) in self.done.get(line.key, ())
 
-    def rerun(self, run: BenchmarkRun, card: str, finished: datetime) -> None:
-        self.reruns.add((run.pk, card, finished))
+    def recorded(self, line: _Measured, *, run=None) -> None:
+        """A line that measures (`run`: the run it made, or `_MEASURING` until it is written) or
+        that is a rerun."""
+        if run is not None:
+            self.runs[line.key] = run
+        self.done.setdefault(line.key, set()).add((line.card, line.finished))
 
-    def holds(self, run: BenchmarkRun, card: str, finished: datetime) -> bool:
-        """Whether the line measured on `card` at `finished` made `run` or is one of its reruns."""
-        return self.measures.get(run.pk) == (card, finished) or (run.pk, card, finished) in self.reruns
+
+class _Sweep:
+    """A file's lines to record, written in bulk: every measure and rerun job in the order of
+    its lines (`finished_jobs_create`, which judges the reruns), then the runs its measurements
+    make, together (`measured_runs_create`). A rerun of a run that an earlier line of the same file
+    measures has that line written first."""
+
+    def __init__(self, recorded: _Recorded):
+        self.recorded = recorded
+        self.jobs, self.measuring, self.outcomes = [], [], []
+
+    def line_add(self, entry: dict, problems: dict[str, BenchmarkRun]) -> None:
+        if entry.get("result") is None:
+            self.outcomes.append("failed on the host")
+            return
+        result = {**entry["result"], "finished_at": entry.get("finished_at")}
+        device = "cpu" if result["environment"]["gpu_name"] == "CPU" else "cuda"
+        line = _Measured(problems[entry["sha256"]], entry["implementation"], result, entry["timing"], device)
+        run = self.recorded.run(line)
+        if run is None:
+            job = _measure_job_build(line)
+            self.jobs.append(job)
+            self.measuring.append((line, job))
+            self.recorded.recorded(line, run=_MEASURING)
+            self.outcomes.append("measured")
+        elif self.recorded.holds(line):
+            self.outcomes.append("unchanged")
+        else:
+            if run is _MEASURING:
+                self.write()
+            self.jobs.append(_rerun_job_build(self.recorded.run(line), line))
+            self.recorded.recorded(line)
+            self.outcomes.append(self.jobs[-1])
+
+    def write(self) -> None:
+        from registry.reruns.services.record import finished_jobs_create
+
+        if not self.jobs:
+            return
+        finished_jobs_create(jobs=self.jobs)
+        for (line, _), run in zip(self.measuring, _measured_runs_create(self.measuring), strict=True):
+            self.recorded.recorded(line, run=run)
+        self.jobs, self.measuring = [], []
+
+    def outcome(self) -> Counter:
+        return Counter(
+            done if isinstance(done, str) else f"rerun {done.verdict or done.state}" for done in self.outcomes
+        )
+
+
+def _measured_runs_create(measuring: list[tuple[_Measured, object]]) -> list[BenchmarkRun]:
+    """The `measured` runs of saved measure jobs, created together, each job pointed at its run."""
+    from registry.reruns.models import RerunJob
+    from registry.reruns.services.measured_run import (
+        controlled_source,
+        measured_run_build,
+        measured_run_fields,
+        measured_runs_create,
+    )
+
+    source, specs, ceilings = controlled_source(), {}, measured_ceilings()
+    runs = measured_runs_create(
+        [
+            measured_run_build(
+                **measured_run_fields(job=job, description=_measured_description(line, job), source=source),
+                specs=specs,
+                ceilings=ceilings,
+            )
+            for line, job in measuring
+        ]
+    )
+    for (_, job), run in zip(measuring, runs, strict=True):
+        job.result_run = run
+    RerunJob.objects.bulk_update([job for _, job in measuring], ["result_run"], batch_size=500)
+    return runs
 
 
 def _problem_runs(digests_: set[str]) -> dict[str, BenchmarkRun]:
@@ -317,63 +454,32 @@ def _positive(value) -> bool:
     )
 
 
-def _entry_record(entry: dict, problems: dict[str, BenchmarkRun], recorded: _Recorded) -> str:
-    if entry.get("result") is None:
-        return "failed on the host"
-    result = {**entry["result"], "finished_at": entry.get("finished_at")}
-    device = "cpu" if result["environment"]["gpu_name"] == "CPU" else "cuda"
-    of = problems[entry["sha256"]]
-    slug = "cpu" if device == "cpu" else slugify(result["environment"]["gpu_name"])
-    measured = recorded.measured_run(of, entry["implementation"], slug)
-    if measured is None:
-        created = kernelbench_measurement_record(
-            of=of, implementation=entry["implementation"], result=result,
-            timing_settings=entry["timing"], device=device,
-        )  # fmt: skip
-        card = str(result.get("gpu_uuid") or "")[:64]
-        recorded.measured(of, entry["implementation"], slug, created, card, _finished_at(result))
-        return "measured"
-    return _rerun_record(measured, entry, result, slug, recorded)
-
-
-def _rerun_record(run: BenchmarkRun, entry: dict, result: dict, slug: str, recorded: _Recorded) -> str:
+def _rerun_job_build(run: BenchmarkRun, line: _Measured):
+    """The rerun of `run` that a sweep line is, unsaved, finished with its result as a worker's
+    would be (`job_result_apply`), to be judged when it is written."""
+    from registry.reruns.harness.job_result import JobResult
     from registry.reruns.models import JobKind, JobState, RerunJob
-    from registry.reruns.services.record import rerun_record_result
+    from registry.reruns.services.record import job_result_apply
 
-    finished = _finished_at(result)
-    card = str(result.get("gpu_uuid") or "")[:64]
-    if recorded.holds(run, card, finished):
-        return "unchanged"
-    lease = uuid.uuid4().hex
-    with transaction.atomic():
-        job = RerunJob.objects.create(
-            kind=JobKind.RERUN,
-            state=JobState.RUNNING,
-            run=run,
-            kernel=run.kernel,
-            workload=run.workload,
-            provider=entry["implementation"],
-            operation_mode=run.operation_mode,
-            metric=run.metric,
-            gpu_slug=slug,
-            gpu_uuid=card,
-            lease=lease,
-            attempts=1,
-            started_at=finished,
-            reason="KernelBench problem measured again on a GPU host (gpu_sweep)",
-        )
-        wire = {
-            "status": "ok",
-            "unit": "ms",
-            **{
-                k: result.get(k)
-                for k in ("median", "p20", "p80", "samples", "sampling", "gpu_uuid", "gpu_state")
-            },
-            "upstream": {},  # KernelBench's way (a mean) is kept on the measure job, not judged
-            "environment": {**result["environment"], "gpu_slug": slug},
-            "protocol": harness_protocol("cpu" if slug == "cpu" else "cuda", entry["timing"]),
-            "log": "",
-        }
-        done = rerun_record_result(job_id=job.pk, lease=lease, result=wire)
-    recorded.rerun(run, card, finished)
-    return f"rerun {done.verdict or done.state}"
+    result = line.result
+    job = RerunJob(
+        kind=JobKind.RERUN,
+        state=JobState.RUNNING,
+        run=run,
+        **_job_fields(line, on=run),
+        lease=uuid.uuid4().hex,
+        reason="KernelBench problem measured again on a GPU host (gpu_sweep)",
+    )
+    wire = {
+        "status": "ok",
+        "unit": "ms",
+        **{
+            k: result.get(k) for k in ("median", "p20", "p80", "samples", "sampling", "gpu_uuid", "gpu_state")
+        },
+        "upstream": {},  # KernelBench's way (a mean) is kept on the measure job, not judged
+        "environment": {**result["environment"], "gpu_slug": line.slug},
+        "protocol": harness_protocol(line.device, line.timing_settings),
+        "log": "",
+    }
+    job_result_apply(job, JobResult.from_wire(wire))
+    return job
