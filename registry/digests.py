@@ -3,7 +3,7 @@
 import hashlib
 import json
 import re
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import rfc8785
 
@@ -58,57 +58,79 @@ def canonical_bytes(document) -> bytes:
     return canonical_bytes_and_plain(document)[0]
 
 
-def canonical_bytes_and_plain(document, parts: dict | None = None) -> tuple[bytes, bool]:
+def canonical_bytes_and_plain(document) -> tuple[bytes, bool]:
     """`canonical_bytes(document)`, and whether they are also the C encoder's own text
-    (`plain_json`), which can then be stored as the document's JSON as it is.
-
-    `parts` maps placeholder strings to (canonical bytes, plain) of the documents they stand
-    for: a string value of `document` equal to a placeholder is replaced by that document.
-    RFC 8785 orders an object's members by key alone, so a member's bytes do not depend on its
-    neighbours, and a document that many others contain is serialised once. Placeholders must be
-    strings no other value of `document` contains (the importer's hold a NUL character)."""
-    if parts and isinstance(document, str) and document in parts:
-        return parts[document]
+    (`plain_json`), which can then be stored as the document's JSON as it is. RFC 8785 orders an
+    object's members by key alone, so a member's bytes do not depend on its neighbours: a caller
+    may serialise the members of a document apart and put the bytes together (the Liger
+    importer's manifests), and the whole is plain where every part is."""
+    if type(document) is str:
+        # RFC 8785 escapes a string as json does; only characters beyond the BMP's low range
+        # (surrogates) sort or escape otherwise. No other test applies to a string's text.
+        text = json.encoder.encode_basestring(document)
+        if text.isascii() or not _WIDE.search(text):
+            return text.encode("utf-8"), True
+        return _scalar_bytes(document), False
     try:
         text = plain_json(document)
     except (TypeError, ValueError):
         return rfc8785.dumps(document), False  # the reference serialiser raises its precise error
     if _c_encoder_is_canonical(text):
-        data = text.encode("utf-8")
-        if not parts:
-            return data, True
-        pattern, placeholders = _tokens(tuple(parts))
-        used = []  # one pass over this text only: a part may itself contain a placeholder's text
-
-        def part(match):
-            used.append(parts[placeholders[match[0]]])
-            return used[-1][0]
-
-        return pattern.sub(part, data), all(plain for _, plain in used)
+        return text.encode("utf-8"), True
     if isinstance(document, dict):
         if not all(isinstance(key, str) for key in document):
             return rfc8785.dumps(document), False  # which refuses it, as RFC 8785 does
         members = sorted(document.items(), key=lambda item: item[0].encode("utf-16-be"))
         return (
             b"{"
-            + b",".join(_scalar_bytes(k) + b":" + canonical_bytes_and_plain(v, parts)[0] for k, v in members)
+            + b",".join(_scalar_bytes(k) + b":" + canonical_bytes_and_plain(v)[0] for k, v in members)
             + b"}",
             False,
         )
     if isinstance(document, list | tuple):
-        return b"[" + b",".join(canonical_bytes_and_plain(v, parts)[0] for v in document) + b"]", False
+        return b"[" + b",".join(canonical_bytes_and_plain(v)[0] for v in document) + b"]", False
     return _scalar_bytes(document), False
 
 
-@lru_cache(maxsize=16)
-def _tokens(placeholders: tuple[str, ...]) -> tuple[re.Pattern, dict[bytes, str]]:
-    """A pattern finding the placeholders' JSON text, and the placeholder of each text."""
-    tokens = {json.dumps(p).encode("ascii"): p for p in placeholders}
-    return re.compile(b"|".join(re.escape(token) for token in tokens)), tokens
+def _not_serialisable(value):
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def json_encoder(*, ensure_ascii: bool, separators: tuple[str, str], sort_keys: bool, allow_nan: bool):
+    """`json.dumps` with these arguments, as a function. json.dumps builds its C encoder on every
+    call, which costs more than encoding a small document (a run's results or labels); this one
+    is built once. Without the check for circular references: a document parsed from text, or
+    built of dicts and lists as ours are, has none (one that had would recurse until Python stops
+    it, where json.dumps raises ValueError)."""
+    make = json.encoder.c_make_encoder
+    strings = json.encoder.encode_basestring_ascii if ensure_ascii else json.encoder.encode_basestring
+    if make is None:  # no C accelerator: json.dumps itself
+        return partial(
+            json.dumps,
+            ensure_ascii=ensure_ascii,
+            separators=separators,
+            sort_keys=sort_keys,
+            allow_nan=allow_nan,
+        )
+    item_separator, key_separator = separators
+    encoder = make(
+        None, _not_serialisable, strings, None, key_separator, item_separator, sort_keys, False, allow_nan
+    )
+
+    def dumps(document) -> str:
+        if type(document) is str:
+            return strings(document)
+        return "".join(encoder(document, 0))
+
+    return dumps
+
+
+_plain_encoder = json_encoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False)
 
 
 def plain_json(document) -> str:
-    return json.dumps(document, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False)
+    """The C encoder's compact, key-sorted, unescaped text of `document`."""
+    return _plain_encoder(document)
 
 
 @lru_cache(maxsize=65536, typed=True)  # typed: True, 1 and 1.0 are different JSON
@@ -124,7 +146,7 @@ def digest_of_strings(values: list[str]) -> str:
     """`digest(values)` for a list of strings, without the checks for numbers and key order a
     list of strings cannot need: RFC 8785 escapes strings as `json` does, so only characters
     beyond the BMP's low range (surrogates) are left to the full path."""
-    text = json.dumps(values, ensure_ascii=False, separators=(",", ":"))
+    text = "[" + ",".join(map(json.encoder.encode_basestring, values)) + "]"  # json.dumps's text
     if not text.isascii() and _WIDE.search(text):
         return digest(values)
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()

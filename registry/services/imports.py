@@ -7,7 +7,6 @@ comparison group, the one way for every source.
 """
 
 import gc
-import json
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -18,6 +17,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.models import JSONField
 from django.utils import timezone
 
+from registry import digests
 from registry.competition_ranks import competition_ranks
 from registry.models import (
     BenchmarkRun,
@@ -138,10 +138,32 @@ def _specs_ensure(model, rows, attribute, kernels) -> dict[str, object]:
         for digest, (spec, kernel) in wanted.items()
         if digest not in found
     ]
-    # bulk_create sets primary keys on PostgreSQL and on SQLite (RETURNING) alike.
-    model.objects.bulk_create(missing, batch_size=BATCH_SIZE)
+    _objects_insert(model, missing)
     found.update({obj.digest: obj for obj in missing})
     return found
+
+
+def _objects_insert(model, objects: list) -> None:
+    """Write new rows of `model` and set their primary keys. On PostgreSQL, keys from the
+    table's sequence and one COPY: bulk_create there sends each column as an array
+    (`UNNEST`), and psycopg escapes every quote of a JSON document in an array's text with a
+    regular expression, which cost more than the rest of the import's specs (the workloads' three
+    documents each). Elsewhere bulk_create, which sets the keys too (RETURNING)."""
+    if not objects:
+        return
+    if connection.vendor != "postgresql":
+        model.objects.bulk_create(objects, batch_size=BATCH_SIZE)
+        return
+    for obj, pk in zip(objects, _pks_take(model, len(objects)), strict=True):
+        obj.pk = pk
+    fields = model._meta.concrete_fields
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    with connection.cursor() as cursor:
+        with cursor.cursor.copy(f"COPY {model._meta.db_table} ({columns}) FROM STDIN") as copy:
+            for obj in objects:
+                copy.write_row([f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields])
+    for obj in objects:
+        obj._state.adding, obj._state.db = False, connection.alias
 
 
 def _runs_build(rows, source, record) -> list["_NewRun"]:
@@ -159,10 +181,9 @@ def _runs_build(rows, source, record) -> list["_NewRun"]:
             (Environment, "environment"),
         )
     }
-    pks = _run_pks_take(len(rows))
+    pks = _pks_take(BenchmarkRun, len(rows))
     defaults = _NewRun.defaults()
-    measured = measured_ceilings()
-    works = {}  # a workload's counted work, by kernel, workload and pass: shared by many runs
+    verdicts = _Verdicts()
     runs = []
     # Primary keys by spec digest and kernel slug, read once (a model's pk is a property).
     ids = {attribute: {digest: obj.pk for digest, obj in found.items()} for attribute, found in specs.items()}
@@ -172,50 +193,69 @@ def _runs_build(rows, source, record) -> list["_NewRun"]:
         workload = specs["workload"][row.workload["digest"]]
         environment = specs["environment"][row.environment["digest"]]
         implementation = specs["implementation"][row.implementation["digest"]]
-        kernel, mode = row.kernel["slug"], row.run["operation_mode"]
+        kernel = row.kernel["slug"]
         workload_id = ids["workload"][row.workload["digest"]]
-        if (kernel, workload_id, mode) not in works:
-            works[kernel, workload_id, mode] = work_of(kernel=kernel, workload=workload, operation_mode=mode)
-        # The speed of light is written with the row (COPY), not updated after it.
-        sol = sol_fields(
+        columns = {
+            **defaults,
+            "id": pk,
+            "source_id": source_id,
+            "first_import_id": record_id,
+            "origin_id": record_id,
+            "kernel_id": kernel_ids[kernel],
+            "implementation_id": ids["implementation"][row.implementation["digest"]],
+            "workload_id": workload_id,
+            "protocol_id": ids["protocol"][row.protocol["digest"]],
+            "environment_id": ids["environment"][row.environment["digest"]],
+            **row.run,
+            # Written by the COPY, not by run_keys_fill's UPDATE of every new row after it.
+            **run_keys_of(environment=environment, implementation=implementation, workload=workload),
+        }
+        runs.append(_NewRun(columns, verdict=(verdicts, kernel, workload, environment.slug)))
+    return runs
+
+
+class _Verdicts:
+    """The speed of light of the runs one import writes, each computed as its row is written and
+    written with it (COPY), not updated after it: COPY streams the rows, so this Python work runs
+    while the database takes the rows before it. The measured ceilings are read before the COPY
+    holds the connection, and a workload's counted work once per kernel, workload and pass."""
+
+    def __init__(self):
+        self.measured = measured_ceilings()
+        self.works = {}
+
+    def fields(self, run: "_NewRun", kernel: str, workload: Workload, gpu_slug: str) -> dict:
+        mode = run.operation_mode
+        key = (kernel, run.workload_id, mode)
+        if key not in self.works:
+            self.works[key] = work_of(kernel=kernel, workload=workload, operation_mode=mode)
+        return sol_fields(
             kernel=kernel,
             workload=workload,
             operation_mode=mode,
-            metric=row.run["metric"],
-            median=row.run["median"],
-            gpu_slug=environment.slug,
-            measured=measured,
-            work=works[kernel, workload_id, mode],
+            metric=run.metric,
+            median=run.median,
+            gpu_slug=gpu_slug,
+            measured=self.measured,
+            work=self.works[key],
         )
-        runs.append(
-            _NewRun(
-                {
-                    **defaults,
-                    "id": pk,
-                    "source_id": source_id,
-                    "first_import_id": record_id,
-                    "origin_id": record_id,
-                    "kernel_id": kernel_ids[kernel],
-                    "implementation_id": ids["implementation"][row.implementation["digest"]],
-                    "workload_id": workload_id,
-                    "protocol_id": ids["protocol"][row.protocol["digest"]],
-                    "environment_id": ids["environment"][row.environment["digest"]],
-                    **row.run,
-                    **sol,
-                    # Written by the COPY, not by run_keys_fill's UPDATE of every new row after it.
-                    **run_keys_of(environment=environment, implementation=implementation, workload=workload),
-                }
-            )
-        )
-    return runs
 
 
 class _NewRun:
     """A run about to be written: its columns by attribute name. A BenchmarkRun instance cost
     more to construct than the row costs to parse, and nothing here needs one."""
 
-    def __init__(self, columns: dict):
+    def __init__(self, columns: dict, verdict: tuple | None = None):
         self.__dict__.update(columns)
+        self._verdict = verdict
+
+    def verdict_add(self) -> None:
+        """Its speed-of-light columns (SOL_FIELDS), where they are still to be computed: the
+        writer calls this as it writes the row (_Verdicts)."""
+        if self._verdict is not None:
+            verdicts, *arguments = self._verdict
+            self._verdict = None
+            self.__dict__.update(verdicts.fields(self, *arguments))
 
     @property
     def pk(self) -> int:
@@ -226,22 +266,21 @@ class _NewRun:
         return {f.attname: f.get_default() for f in BenchmarkRun._meta.concrete_fields}
 
 
-def _run_pks_take(count: int) -> list[int]:
-    """Primary keys for `count` new runs. PostgreSQL hands them out from the table's sequence.
-    SQLite has one writer at a time and this transaction has already written (the import
-    record), so the keys after the highest one ever used are ours until it commits."""
+def _pks_take(model, count: int) -> list[int]:
+    """Primary keys for `count` new rows of `model`. PostgreSQL hands them out from the table's
+    sequence. SQLite has one writer at a time and this transaction has already written (the
+    import record), so the keys after the highest one ever used are ours until it commits."""
+    table = model._meta.db_table
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute(
-                "SELECT nextval(pg_get_serial_sequence('registry_benchmarkrun', 'id')) "
-                "FROM generate_series(1, %s)",
-                [count],
+                "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)", [table, count]
             )
             return [pk for (pk,) in cursor.fetchall()]
-        cursor.execute("SELECT max(id) FROM registry_benchmarkrun")
+        cursor.execute(f"SELECT max(id) FROM {connection.ops.quote_name(table)}")
         highest = cursor.fetchone()[0] or 0
         if connection.vendor == "sqlite":
-            cursor.execute("SELECT seq FROM sqlite_sequence WHERE name = 'registry_benchmarkrun'")
+            cursor.execute("SELECT seq FROM sqlite_sequence WHERE name = %s", [table])
             found = cursor.fetchone()
             highest = max(highest, found[0] if found else 0)
     return list(range(highest + 1, highest + 1 + count))
@@ -260,7 +299,7 @@ def _runs_insert(runs: list[_NewRun], complete: Callable[[_NewRun], str | None] 
     and digest): COPY streams the rows, so that work runs while the database takes the rows
     before it. It returns the manifest's JSON text where the source already has it (its
     canonical form, which is json.dumps's text with sorted keys), which is then not serialised
-    again, or None."""
+    again, or None. Each run's speed of light is computed there too (_Verdicts)."""
     if not runs:
         return
     database = connections[DEFAULT_DB_ALIAS]  # not the `connection` proxy: it costs a lookup per call
@@ -271,12 +310,15 @@ def _runs_insert(runs: list[_NewRun], complete: Callable[[_NewRun], str | None] 
         if database.vendor == "postgresql":
             with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
                 for run in runs:
+                    run.verdict_add()
                     copy.write_row(values(run, complete(run)))
             return
         placeholders = ", ".join(["%s"] * len(fields))
         sql = f"INSERT INTO {table} ({columns}) VALUES ({placeholders})"
         for start in range(0, len(runs), BATCH_SIZE):
             batch = runs[start : start + BATCH_SIZE]
+            for run in batch:
+                run.verdict_add()
             cursor.executemany(sql, [values(run, complete(run)) for run in batch])
 
 
@@ -290,22 +332,23 @@ def _column_values(database) -> tuple[list, Callable[[_NewRun, str | None], list
     scalars = [f for f in fields if not isinstance(f, JSONField)]
     documents = sorted((f for f in fields if isinstance(f, JSONField)), key=lambda f: f.attname != "manifest")
     scalars_of, documents_of = (attrgetter(*(f.attname for f in group)) for group in (scalars, documents))
-    saves = [f.get_db_prep_save for f in scalars]
-    texts = [_json_text(f, database) for f in documents]
-    plain = {str, int, float, bool, type(None)}
     now = timezone.now()
-    stamps = [
-        (i, f.get_db_prep_save(now, database))
+    stamps = {
+        i: f.get_db_prep_save(now, database)
         for i, f in enumerate(scalars)
         if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)
-    ]
+    }
+    # A stamped column's value is the stamp, whatever the run holds: nothing to prepare.
+    saves = [_Stamp(stamps[i]) if i in stamps else f.get_db_prep_save for i, f in enumerate(scalars)]
+    texts = [_json_text(f, database) for f in documents]
+    plain = {str, int, float, bool, type(None)}
 
     def values(run, manifest_text):
         row = [
             v if type(v) in plain else save(v, database)
             for v, save in zip(scalars_of(run), saves, strict=True)
         ]
-        for i, stamp in stamps:
+        for i, stamp in stamps.items():
             row[i] = stamp
         for position, (document, text) in enumerate(zip(documents_of(run), texts, strict=True)):
             if position == 0 and manifest_text is not None:
@@ -317,13 +360,29 @@ def _column_values(database) -> tuple[list, Callable[[_NewRun, str | None], list
     return [*scalars, *documents], values
 
 
+class _Stamp:
+    """A column's preparation that gives the write's one timestamp (an auto_now column)."""
+
+    def __init__(self, stamp):
+        self.stamp = stamp
+
+    def __call__(self, value, connection):
+        return self.stamp
+
+
 def _json_text(field: JSONField, database) -> Callable:
     """What a JSON column sends for a document: json.dumps's text on PostgreSQL (Django's adapter
     is psycopg's Jsonb with json.dumps, which COPY's text format writes as that text), or the
     field's own preparation where it has an encoder or the database is not PostgreSQL."""
     if database.vendor == "postgresql" and field.encoder is None:
-        return json.dumps
+        return _json_dumps
     return partial(field.get_db_prep_save, connection=database)
+
+
+# json.dumps's default text, its encoder built once rather than for every document.
+_json_dumps = digests.json_encoder(
+    ensure_ascii=True, separators=(", ", ": "), sort_keys=False, allow_nan=True
+)
 
 
 def _update_in_batches(pks: list[int], **values) -> int:

@@ -145,7 +145,7 @@ class LigerRow:
             protocol=(self.protocol["spec"], self.protocol["digest"]),
             environment=(self.environment["spec"], self.environment["digest"], self.environment["slug"]),
         )
-        canonical, plain = _manifest_canonical(manifest, specs)
+        canonical, plain = _manifest_canonical(manifest, specs, _template_key(self))
         self.run["manifest"] = manifest
         self.run["digest"] = "sha256:" + hashlib.sha256(canonical).hexdigest()
         self.manifest_json = canonical.decode("utf-8") if plain else None
@@ -449,42 +449,96 @@ def _parse_row(
     return row
 
 
-# The manifest's four spec documents, each shared by many runs, stand in its serialisation as
-# these strings: nothing else in it can hold a NUL (the CSV cannot; config values are in the parts).
-_PARTS = {name: f"\x00{name}\x00" for name in ("implementation", "workload", "protocol", "environment")}
+# A manifest's members that differ from run to run, each serialised on its own; everything else in
+# it (kernel, pass, metric, protocol, environment, source) is shared by the runs of one template.
+_OWN = (
+    ("metadata", "externalId"),
+    ("metadata", "labels"),
+    ("metadata", "observedAt"),
+    ("spec", "comparisonKey"),
+    ("spec", "implementation"),
+    ("spec", "results"),
+    ("spec", "workload"),
+)
+# In the template they stand as these strings: nothing else in it can hold a NUL (the CSV cannot,
+# and a config's own values are in the implementation and workload, which are members here).
+_PLACEHOLDERS = {f"\x00{member}\x00": position for position, (_, member) in enumerate(_OWN)}
+# The spec documents among them: few per file, so each is serialised once per file.
+_SPEC_DOCUMENTS = {"implementation", "workload"}
+# The run's fields that make the members above (and its upstream key, which the manifest does not
+# hold): every other field of the run is the same in every manifest of one template.
+_ROW_FIELDS = {
+    "external_id",
+    "labels",
+    "observed_at",
+    "comparison_key",
+    "median",
+    "p20",
+    "p80",
+    "source_metrics",
+    "upstream_key",
+}
 
 
-def _manifest_canonical(manifest: dict, specs: dict) -> tuple[bytes, bool]:
-    """The manifest's canonical bytes, its shared spec documents serialised once per file."""
-    run_item, protocol_item, environment_item = manifest["items"]
-    spec = run_item["spec"]
-    skeleton = {
-        **manifest,
-        "items": [
-            {
-                **run_item,
-                "spec": {**spec, "implementation": _PARTS["implementation"], "workload": _PARTS["workload"]},
-            },
-            _PARTS["protocol"],
-            _PARTS["environment"],
-        ],
+def _template_key(row: "LigerRow") -> tuple:
+    """What a manifest holds besides its own members (_OWN): its kernel, protocol and environment,
+    and the run's fields other than `_ROW_FIELDS`. Manifests with the same key differ only in
+    those members, so their canonical bytes share one template (_manifest_template)."""
+    shared = tuple((name, value) for name, value in row.run.items() if name not in _ROW_FIELDS)
+    return (
+        row.kernel["slug"],
+        row.protocol["digest"],
+        row.environment["digest"],
+        row.environment["slug"],
+        shared,
+    )
+
+
+def _manifest_canonical(manifest: dict, specs: dict, key: tuple) -> tuple[bytes, bool]:
+    """The manifest's canonical bytes, and whether they are also the C encoder's own text: its
+    template (made once per file and `key`) with its own members' canonical bytes put in. RFC 8785
+    orders an object's members by key alone, so a member's bytes do not depend on its neighbours;
+    nor does being the C encoder's text, which holds of the whole where it holds of every part."""
+    segments, order, template_plain = _cached(specs, ("template", key), lambda: _manifest_template(manifest))
+    if segments is None:
+        return digests.canonical_bytes_and_plain(manifest)
+    run_item = manifest["items"][0]
+    own = [_member_canonical(member, run_item[section][member], specs) for section, member in _OWN]
+    pieces = [segments[0]]
+    for position, segment in zip(order, segments[1:], strict=True):
+        pieces += (own[position][0], segment)
+    return b"".join(pieces), template_plain and all(plain for _, plain in own)
+
+
+def _member_canonical(member: str, value, specs: dict) -> tuple[bytes, bool]:
+    if member in _SPEC_DOCUMENTS:
+        key = ("canonical", member, value["digest"])
+    elif member == "labels":  # a release's version (and suite): a few per file
+        key = ("canonical", member, *value.items())
+    else:
+        return digests.canonical_bytes_and_plain(value)
+    return _cached(specs, key, lambda: digests.canonical_bytes_and_plain(value))
+
+
+def _manifest_template(manifest: dict) -> tuple[list[bytes] | None, list[int], bool]:
+    """The canonical bytes of `manifest` with its own members (_OWN) left out: the segments
+    between them, which member follows each segment, and whether the segments are the C encoder's
+    own text; (None, [], False), so that each manifest is serialised whole, should a placeholder
+    be found elsewhere than in its member's place."""
+    run_item = dict(manifest["items"][0])
+    for placeholder, position in _PLACEHOLDERS.items():
+        section, member = _OWN[position]
+        run_item[section] = {**run_item[section], member: placeholder}
+    canonical, plain = digests.canonical_bytes_and_plain(
+        {**manifest, "items": [run_item, *manifest["items"][1:]]}
+    )
+    tokens = {
+        json.dumps(placeholder).encode("ascii"): position for placeholder, position in _PLACEHOLDERS.items()
     }
-    documents = {
-        "implementation": (spec["implementation"]["digest"], spec["implementation"]),
-        "workload": (spec["workload"]["digest"], spec["workload"]),
-        "protocol": (protocol_item["metadata"]["digest"], protocol_item),
-        "environment": (
-            environment_item["metadata"]["digest"] + environment_item["metadata"]["name"],
-            environment_item,
-        ),
-    }
-    parts = {
-        _PARTS[name]: _cached(
-            specs, ("canonical", name, key), lambda d=document: digests.canonical_bytes_and_plain(d)
-        )
-        for name, (key, document) in documents.items()
-    }
-    return digests.canonical_bytes_and_plain(skeleton, parts)
+    if any(canonical.count(token) != 1 for token in tokens):
+        return None, [], False
+    pieces = re.split(b"(" + b"|".join(map(re.escape, tokens)) + b")", canonical)
+    return pieces[::2], [tokens[token] for token in pieces[1::2]], plain
 
 
 def _cached(specs: dict, key: tuple, build):
