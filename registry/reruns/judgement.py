@@ -147,10 +147,9 @@ def model_judgement(
         "words": judged.words,
     }
     how = (
-        f"{model.verdict_confidence:.0%} interval (the two one-sided tests at "
-        f"{(1 - model.verdict_confidence) / 2:.0%}), Student's t over each job's variance between blocks of "
-        "consecutive calls; the margin, measured on medians of separate processes on separate cards, holds "
-        "the spread between them"
+        f"the two one-sided tests at {(1 - model.verdict_confidence) / 2:.0%}: Student's t over each job's "
+        "variance between blocks of consecutive calls; the margin, measured on medians of separate processes "
+        "on separate cards, holds the spread between them"
     )
     return Judgement(
         "samples",
@@ -245,7 +244,8 @@ def model_note(judged: Judgement, *, subject: str) -> str:
     return (
         f"{words[0].upper()}{words[1:]} (the margin: how far apart 95 in 100 pairs of cards put the same "
         f"workload's median, measured on {account['margin_from']}). Difference of medians "
-        f"{_percent(judged.deviation)}, 95% interval {judged.low:+.2%} to {judged.high:+.2%} ({judged.how}). "
+        f"{_percent(judged.deviation)}, {account.get('confidence', intervals.CONFIDENCE):.0%} interval "
+        f"{judged.low:+.2%} to {judged.high:+.2%} ({judged.how}). "
         f"{subject}: {judged.new.count}; recorded run: {judged.old.count}.{host}"
     )
 
