@@ -183,7 +183,7 @@ def _runs_build(rows, source, record) -> list["_NewRun"]:
     }
     pks = _pks_take(BenchmarkRun, len(rows))
     defaults = _NewRun.defaults()
-    verdicts = _Verdicts()
+    speed_of_light = _SpeedOfLight()
     runs = []
     # Primary keys by spec digest and kernel slug, read once (a model's pk is a property).
     ids = {attribute: {digest: obj.pk for digest, obj in found.items()} for attribute, found in specs.items()}
@@ -210,11 +210,11 @@ def _runs_build(rows, source, record) -> list["_NewRun"]:
             # Written by the COPY, not by run_keys_fill's UPDATE of every new row after it.
             **run_keys_of(environment=environment, implementation=implementation, workload=workload),
         }
-        runs.append(_NewRun(columns, verdict=(verdicts, kernel, workload, environment.slug)))
+        runs.append(_NewRun(columns, speed_of_light=(speed_of_light, kernel, workload, environment.slug)))
     return runs
 
 
-class _Verdicts:
+class _SpeedOfLight:
     """The speed of light of the runs one import writes, each computed as its row is written and
     written with it (COPY), not updated after it: COPY streams the rows, so this Python work runs
     while the database takes the rows before it. The measured ceilings are read before the COPY
@@ -245,17 +245,17 @@ class _NewRun:
     """A run about to be written: its columns by attribute name. A BenchmarkRun instance cost
     more to construct than the row costs to parse, and nothing here needs one."""
 
-    def __init__(self, columns: dict, verdict: tuple | None = None):
+    def __init__(self, columns: dict, speed_of_light: tuple | None = None):
         self.__dict__.update(columns)
-        self._verdict = verdict
+        self._speed_of_light = speed_of_light  # (_SpeedOfLight, its arguments) until computed
 
-    def verdict_add(self) -> None:
+    def speed_of_light_add(self) -> None:
         """Its speed-of-light columns (SOL_FIELDS), where they are still to be computed: the
-        writer calls this as it writes the row (_Verdicts)."""
-        if self._verdict is not None:
-            verdicts, *arguments = self._verdict
-            self._verdict = None
-            self.__dict__.update(verdicts.fields(self, *arguments))
+        writer calls this as it writes the row (_SpeedOfLight)."""
+        if self._speed_of_light is not None:
+            computed, *arguments = self._speed_of_light
+            self._speed_of_light = None
+            self.__dict__.update(computed.fields(self, *arguments))
 
     @property
     def pk(self) -> int:
@@ -299,7 +299,7 @@ def _runs_insert(runs: list[_NewRun], complete: Callable[[_NewRun], str | None] 
     and digest): COPY streams the rows, so that work runs while the database takes the rows
     before it. It returns the manifest's JSON text where the source already has it (its
     canonical form, which is json.dumps's text with sorted keys), which is then not serialised
-    again, or None. Each run's speed of light is computed there too (_Verdicts)."""
+    again, or None. Each run's speed of light is computed there too (_SpeedOfLight)."""
     if not runs:
         return
     database = connections[DEFAULT_DB_ALIAS]  # not the `connection` proxy: it costs a lookup per call
@@ -310,7 +310,7 @@ def _runs_insert(runs: list[_NewRun], complete: Callable[[_NewRun], str | None] 
         if database.vendor == "postgresql":
             with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
                 for run in runs:
-                    run.verdict_add()
+                    run.speed_of_light_add()
                     copy.write_row(values(run, complete(run)))
             return
         placeholders = ", ".join(["%s"] * len(fields))
@@ -318,7 +318,7 @@ def _runs_insert(runs: list[_NewRun], complete: Callable[[_NewRun], str | None] 
         for start in range(0, len(runs), BATCH_SIZE):
             batch = runs[start : start + BATCH_SIZE]
             for run in batch:
-                run.verdict_add()
+                run.speed_of_light_add()
             cursor.executemany(sql, [values(run, complete(run)) for run in batch])
 
 

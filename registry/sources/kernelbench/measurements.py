@@ -478,7 +478,7 @@ def _rerun_job_build(run: BenchmarkRun, line: _Measured):
         },
         "upstream": {},  # KernelBench's way (a mean) is kept on the measure job, not judged
         "environment": {**result["environment"], "gpu_slug": line.slug},
-        "protocol": harness_protocol(line.device, line.timing_settings),
+        "protocol": line.protocol_spec,
         "log": "",
     }
     job_result_apply(job, JobResult.from_wire(wire))
