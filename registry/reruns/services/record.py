@@ -28,6 +28,7 @@ from registry.reruns.services.measured_ceilings import (
 )
 from registry.reruns.services.measured_run import CONTROLLED_SOURCE, measured_run_from_job
 from registry.reruns.services.worker import CPU_SLUG, LOG_LIMIT, bounded_log
+from registry.rows import rows_update
 from registry.services.changes import changes_detect
 from registry.stats import medians
 
@@ -315,7 +316,7 @@ def _runs_rejudge(jobs, run_ids: list[int]) -> Counter:
             shown = True
         shown |= job.verdict != before["verdict"]
         changes[before["verdict"], job.verdict] += 1
-    RerunJob.objects.bulk_update(changed_jobs, [*JUDGEMENT_FIELDS, "state", "sampling"], batch_size=500)
+    rows_update(changed_jobs, [*JUDGEMENT_FIELDS, "state", "sampling"])
     for job in diverged:
         _divergence_report_open(job)
     levels.write(now)

@@ -31,6 +31,7 @@ from registry import digests
 from registry.cache import generation_bump
 from registry.models import BenchmarkRun
 from registry.reruns.harness.timing import protocol_core
+from registry.rows import rows_update
 from registry.services.imports import ImportRejected
 from registry.sources.kernelbench import importer, protocols
 from registry.sources.kernelbench.gpu_sweep import output_lines
@@ -356,7 +357,6 @@ class _Sweep:
 
 def _measured_runs_create(measuring: list[tuple[_Measured, object]]) -> list[BenchmarkRun]:
     """The `measured` runs of saved measure jobs, created together, each job pointed at its run."""
-    from registry.reruns.models import RerunJob
     from registry.reruns.services.measured_run import (
         controlled_source,
         measured_run_build,
@@ -377,7 +377,7 @@ def _measured_runs_create(measuring: list[tuple[_Measured, object]]) -> list[Ben
     )
     for (_, job), run in zip(measuring, runs, strict=True):
         job.result_run = run
-    RerunJob.objects.bulk_update([job for _, job in measuring], ["result_run"], batch_size=500)
+    rows_update([job for _, job in measuring], ["result_run"])
     return runs
 
 
