@@ -13,6 +13,7 @@ import secrets
 from pathlib import Path
 
 import environ
+import whitenoise.compress
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
 
@@ -222,6 +223,10 @@ STORAGES = {
         else "django.contrib.staticfiles.storage.StaticFilesStorage"
     },
 }
+# Source maps (Swagger UI's and ReDoc's, 7 MB of the 12 MB collected) are fetched only by a
+# browser's developer tools: served as they are, not compressed at every collectstatic, which
+# halves its CPU on a fresh folder (44 s to 20 s of user CPU, 2026-12-07, this 2-core machine).
+WHITENOISE_SKIP_COMPRESS_EXTENSIONS = (*whitenoise.compress.Compressor.SKIP_COMPRESS_EXTENSIONS, "map")
 MEDIA_ROOT = VAR_DIR / "media"
 # No page takes a file, and the largest form (an attestation) is a few kilobytes: a longer body is
 # refused with 413 from its Content-Length (kernelindex.middleware), uploads included, before

@@ -7,6 +7,7 @@ the same again when nothing changed (2026-12-05, 2-core shared machine). Its com
 each copy with its source's modification time, and collectstatic leaves an unchanged source (and
 a hashed name, whose content its name fixes) untouched, so a copy whose time equals its source's
 is that source compressed: it is kept, and only new or changed files are compressed again.
+Source maps are not compressed at all (WHITENOISE_SKIP_COMPRESS_EXTENSIONS in the settings).
 `scripts/prod.py up` runs collectstatic at every start, and the test suite's production-shape
 stacks do too.
 """

@@ -46,3 +46,15 @@ class TestIncrementalCompressor:
         (tmp_path / "style.css.gz").unlink()
         assert sorted(compressor.compress(str(source))) == _copies(source, compressor)
         assert gzip.decompress((tmp_path / "style.css.gz").read_bytes()) == source.read_bytes()
+
+    def test_the_settings_leave_source_maps_uncompressed_and_scripts_compressed(self, settings):
+        """As collectstatic builds its compressor (WHITENOISE_SKIP_COMPRESS_EXTENSIONS): a source
+        map, fetched only by developer tools, is not compressed; the script beside it is."""
+        compressor = IncrementalCompressor(
+            extensions=settings.WHITENOISE_SKIP_COMPRESS_EXTENSIONS, quiet=True
+        )
+        assert not compressor.should_compress(
+            "drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js.map"
+        )
+        assert compressor.should_compress("drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js")
+        assert not compressor.should_compress("fonts/font.woff2")  # WhiteNoise's own list is kept
