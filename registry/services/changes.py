@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 from scipy.stats import mannwhitneyu, ttest_ind_from_stats
 
 from registry.cache import generation_bump
@@ -142,6 +142,9 @@ def changes_detect(*, runs: QuerySet | None = None) -> dict[str, int]:
         # Subqueries, not lists: Django prepares every value of an `__in` list one by one, and
         # an import's thousands of keys and pks cost more to compile than the queries take.
         members = members.filter(comparison_key__in=runs.values("comparison_key"))
+        # A step joins two values of one series: only series of two or more values are read (a
+        # first import's are mostly one value each), counted by the database.
+        members = members.filter(comparison_key__in=_series_of_several(members))
     series: dict[tuple, list] = {}
     for row in members.order_by("observed_at", "pk").values_list(*SERIES_FIELDS):
         run = _Value(*row)
@@ -149,7 +152,7 @@ def changes_detect(*, runs: QuerySet | None = None) -> dict[str, int]:
             series.setdefault((run.comparison_key, run.provider), []).append(run)
     pks = [run.pk for values in series.values() for run in values]
     # Samples of every member the query found; the series' runs are looked up among them.
-    samples = measured_samples(members.values("pk") if runs is not None else pks)
+    samples = measured_samples(members.values("pk") if runs is not None else pks) if pks else {}
     recorded_software = set(Environment.objects.exclude(software={}).values_list("pk", flat=True))
     wanted = {}
     for values in series.values():
@@ -189,10 +192,19 @@ def changes_detect(*, runs: QuerySet | None = None) -> dict[str, int]:
     return {"created": len(created), "removed": len(removed)}
 
 
+def _series_of_several(members: QuerySet) -> QuerySet:
+    """The comparison keys among `members` with a series (key and provider) of two or more runs,
+    as a subquery."""
+    several = members.order_by().values("comparison_key", "provider").annotate(count=Count("pk"))
+    return several.filter(count__gt=1).values("comparison_key")
+
+
 def _changes_after(pks: list[int], members: QuerySet | None, mean_pks: list[int]) -> list[tuple]:
     """(pk, before, after, kind, attributed) of the changes stepping to one of `pks`. Given
     `members` (the query that found the series' runs), read through it as a subquery and kept to
     `pks` here, rather than sent as a list of thousands of values."""
+    if not pks:
+        return []
     fields = ("pk", "before_id", "after_id", "kind", "attributed_to_id")
     if members is None:
         return list(Change.objects.filter(after_id__in=pks).values_list(*fields))

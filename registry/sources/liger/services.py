@@ -126,7 +126,10 @@ def _liger_import_data(
     for name, value in summary.as_dict().items():
         setattr(record, name, value)
     record.kernels = sorted(
-        set(BenchmarkRun.objects.filter(first_import=record).values_list("kernel__slug", flat=True))
+        BenchmarkRun.objects.filter(first_import=record)
+        .order_by()
+        .values_list("kernel__slug", flat=True)
+        .distinct()
     )
     record.save()
     # New values make new steps; a run credited to an earlier commit moves its change's credit.

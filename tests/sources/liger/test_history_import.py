@@ -153,6 +153,10 @@ class TestImportFromAFolderOrGit:
         # Version 10 follows version 1 here: it publishes every kernel added in between too.
         changed = SourceImport.objects.get(pull_request=406).kernels
         assert "fused_linear_cross_entropy" in changed and "geglu" not in changed
+        # Each kernel once, in order: the kernels its new runs are of.
+        for record in SourceImport.objects.exclude(kernels=[]):
+            new = BenchmarkRun.objects.filter(first_import=record).values_list("kernel__slug", flat=True)
+            assert record.kernels == sorted(set(new)), record.filename
 
 
 class TestImportIsIdempotentAndOrderFree:
