@@ -338,8 +338,8 @@ def _column_values(database) -> tuple[list, Callable[[_NewRun, str | None], list
         for i, f in enumerate(scalars)
         if getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False)
     }
-    # A stamped column's value is the stamp, whatever the run holds: nothing to prepare.
-    saves = [_Stamp(stamps[i]) if i in stamps else f.get_db_prep_save for i, f in enumerate(scalars)]
+    # A stamped column's value is the stamp, put in below whatever the run holds: nothing to prepare.
+    saves = [_stamped if i in stamps else f.get_db_prep_save for i, f in enumerate(scalars)]
     texts = [_json_text(f, database) for f in documents]
     plain = {str, int, float, bool, type(None)}
 
@@ -360,14 +360,9 @@ def _column_values(database) -> tuple[list, Callable[[_NewRun, str | None], list
     return [*scalars, *documents], values
 
 
-class _Stamp:
-    """A column's preparation that gives the write's one timestamp (an auto_now column)."""
-
-    def __init__(self, stamp):
-        self.stamp = stamp
-
-    def __call__(self, value, connection):
-        return self.stamp
+def _stamped(value, connection) -> None:
+    """An auto_now column's preparation: none, as `values` puts the write's one stamp there."""
+    return None
 
 
 def _json_text(field: JSONField, database) -> Callable:
