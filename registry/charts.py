@@ -121,14 +121,15 @@ class Panel:
     def table_body(self) -> SafeString:
         """The fallback table's rows as HTML. Built here like the SVG rather than in the template:
         a large kernel page has thousands of cells, and the template engine spent most of the
-        page's render time on them."""
+        page's render time on them. Its cells are styled by the table's class (`chart-data`), not
+        each by its own: the largest kernel page has hundreds."""
         rows = []
         for row in self.table:
             cells = "".join(
-                f'<td class="num"><a href="{cell.href}">{escape(measure(cell.median))}</a> '
-                f'<span class="muted small">[{escape(measure(cell.p20))}–{escape(measure(cell.p80))}]</span></td>'
+                f'<td><a href="{cell.href}">{escape(measure(cell.median))}</a> '
+                f"<small>[{escape(measure(cell.p20))}–{escape(measure(cell.p80))}]</small></td>"
                 if cell
-                else '<td class="num">—</td>'
+                else "<td>—</td>"
                 for cell in row["cells"]
             )
             rows.append(f'<tr><th scope="row">{escape(row["x"])}</th>{cells}</tr>')
@@ -319,14 +320,23 @@ def _y_scale(panel: Panel):
     return scale, ticks
 
 
-def _marker(shape: str, x: float, y: float, color: str) -> str:
+def _marker(shape: str, x: float, y: float, color: str | None = None, title: str = "") -> str:
+    """A point's marker; without `color` it takes the fill of its series' group. A `title` (the
+    tooltip, already escaped) goes inside the marker itself: no wrapping group per point."""
+    fill = f' fill="{color}"' if color else ""
     if shape == "square":
-        return f'<rect x="{x - 3.5:.1f}" y="{y - 3.5:.1f}" width="7" height="7" fill="{color}"/>'
-    if shape == "triangle":
-        return f'<path d="M{x:.1f} {y - 4.5:.1f}L{x + 4.5:.1f} {y + 3.5:.1f}L{x - 4.5:.1f} {y + 3.5:.1f}Z" fill="{color}"/>'
-    if shape == "diamond":
-        return f'<path d="M{x:.1f} {y - 5:.1f}L{x + 5:.1f} {y:.1f}L{x:.1f} {y + 5:.1f}L{x - 5:.1f} {y:.1f}Z" fill="{color}"/>'
-    return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4" fill="{color}"/>'
+        head = f'<rect x="{x - 3.5:.1f}" y="{y - 3.5:.1f}" width="7" height="7"{fill}'
+        tag = "rect"
+    elif shape == "triangle":
+        head = f'<path d="M{x:.1f} {y - 4.5:.1f}L{x + 4.5:.1f} {y + 3.5:.1f}L{x - 4.5:.1f} {y + 3.5:.1f}Z"{fill}'
+        tag = "path"
+    elif shape == "diamond":
+        head = f'<path d="M{x:.1f} {y - 5:.1f}L{x + 5:.1f} {y:.1f}L{x:.1f} {y + 5:.1f}L{x - 5:.1f} {y:.1f}Z"{fill}'
+        tag = "path"
+    else:
+        head = f'<circle cx="{x:.1f}" cy="{y:.1f}" r="4"{fill}'
+        tag = "circle"
+    return f"{head}><title>{title}</title></{tag}>" if title else f"{head}/>"
 
 
 def legend_swatch(series: Series) -> SafeString:
@@ -395,9 +405,11 @@ def _series_svg(series: Series, panel: Panel, x_of, y_of) -> str:
     band = " ".join(f"{x:.1f},{y:.1f}" for x, y in upper + lower)
     line = " ".join(f"{x_of(p.x):.1f},{y_of(p.median):.1f}" for p in series.points)
     dash = f' stroke-dasharray="{series.dash}"' if series.dash else ""
+    # The group's fill is its markers' and band's: each point names no colour of its own (the
+    # largest kernel page draws hundreds; docs/performance.md, "Steady under sustained load").
     out = [
-        f'<g class="series" data-series="{label}">',
-        f'<polygon class="series-band" points="{band}" fill="{color}" fill-opacity="0.18" stroke="none"/>',
+        f'<g class="series" data-series="{label}" fill="{color}">',
+        f'<polygon class="series-band" points="{band}" fill-opacity="0.18"/>',
         f'<polyline class="series-line" points="{line}" fill="none" stroke="{color}" stroke-width="2.5"{dash}/>',
     ]
     for p in series.points:
@@ -405,9 +417,6 @@ def _series_svg(series: Series, panel: Panel, x_of, y_of) -> str:
             f"{series.label}, {panel.x_label} {_tick(p.x)}: median {measure(p.median)} {panel.unit} "
             f"(p20 {measure(p.p20)}, p80 {measure(p.p80)})"
         )
-        out.append(
-            f'<g class="point">{_marker(series.marker, x_of(p.x), y_of(p.median), color)}'
-            f"<title>{escape(tip)}</title></g>"
-        )
+        out.append(_marker(series.marker, x_of(p.x), y_of(p.median), title=escape(tip)))
     out.append("</g>")
     return "".join(out)

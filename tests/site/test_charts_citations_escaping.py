@@ -37,7 +37,12 @@ class TestCharts:
         svg = str(panel.svg)
         assert svg.count('class="series-band"') == 2
         assert svg.count('class="series-line"') == 2
-        assert svg.count('<g class="point">') == 8
+        # Each point a marker with its tooltip inside it, coloured by its series' group.
+        markers = re.findall(r"<(?:circle|rect|path) ([^>]*)><title>([^<]*)</title>", svg)
+        assert len(markers) == 8 and not any("fill=" in attributes for attributes, _ in markers)
+        assert {tip.split(",")[0] for _, tip in markers} == {"huggingface", "liger"}
+        for series in panel.series:
+            assert f'data-series="{series.label}" fill="{series.color}"' in svg
         for run in BenchmarkRun.objects.all():
             assert f'href="{run.get_absolute_url()}"' in str(panel.table_body)
         # One keyboard stop: the region is focusable, nothing inside the picture is.
