@@ -1,0 +1,79 @@
+"""The project's URL list is ordered for speed, not for meaning: Django tries its entries in order,
+and the registry's pages, which nearly every request asks for, come first. That is safe only while
+no path matches two entries; this checks it for a path of every route."""
+
+import re
+
+import pytest
+from django.urls import Resolver404, URLPattern, URLResolver, get_resolver, resolve
+
+from kernelindex import urls
+
+# A value each path converter of the project accepts.
+SAMPLES = {
+    "int": "17",
+    "slug": "geglu",
+    "str": "kernelindex-kit.tar.gz",
+    "path": "a/b",
+    "digest": "sha256:" + "a" * 64,
+    "card": "GPU-34250b52",
+    "drf_format_suffix": ".json",
+}
+
+
+def sample_paths() -> list[tuple[str, str]]:
+    """(route, a path that route matches) for every route the project serves."""
+
+    def walk(resolver, prefix=""):
+        for pattern in resolver.url_patterns:
+            route = URLResolver._join_route(prefix, str(pattern.pattern))
+            if isinstance(pattern, URLResolver):
+                yield from walk(pattern, route)
+            elif isinstance(pattern, URLPattern):
+                yield route
+
+    found = []
+    for route in dict.fromkeys(walk(get_resolver())):
+        route = route.replace("^", "").removesuffix("$")  # DRF's router writes its routes as regexes
+        if "(?P" in route or "\\" in route:
+            continue  # a regular expression route (the admin's own)
+        path = re.sub(r"<(?:(\w+):)?\w+>", lambda m: SAMPLES[m.group(1) or "str"], route)
+        found.append((route, path))
+    return found
+
+
+def entries_matching(path: str) -> list[int]:
+    matching = []
+    for index, entry in enumerate(urls.urlpatterns):
+        try:
+            if entry.resolve(path) is not None:
+                matching.append(index)
+        except Resolver404:
+            pass
+    return matching
+
+
+def test_the_registrys_pages_are_tried_first():
+    first = urls.urlpatterns[0]
+    assert isinstance(first, URLResolver) and first.urlconf_module.__name__ == "registry.urls"
+
+
+def admin_site() -> int:
+    """The admin site's entry: its catch-all answers any path under admin/, the project's own
+    admin pages (listed before it) included."""
+    return next(i for i, entry in enumerate(urls.urlpatterns) if str(entry.pattern) == "admin/")
+
+
+@pytest.mark.parametrize(("route", "path"), sample_paths(), ids=lambda value: value)
+def test_each_route_is_reached_and_by_one_entry_only(route, path):
+    assert resolve("/" + path).route.replace("^", "").removesuffix("$") == route
+    matching = entries_matching(path)
+    assert set(matching[1:]) <= {admin_site()}, (
+        f"/{path} (route {route}) matches entries {matching} of kernelindex/urls.py"
+    )
+
+
+def test_a_path_two_entries_match_is_caught(monkeypatch):
+    """The check above finds a shadowed route: the same include listed twice."""
+    monkeypatch.setattr(urls, "urlpatterns", [urls.urlpatterns[0], *urls.urlpatterns])
+    assert entries_matching("kernels/geglu/") == [0, 1]
