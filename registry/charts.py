@@ -328,7 +328,9 @@ def _marker(shape: str, x: float, y: float, color: str | None = None, title: str
         head = f'<rect x="{x - 3.5:.1f}" y="{y - 3.5:.1f}" width="7" height="7"{fill}'
         tag = "rect"
     elif shape == "triangle":
-        head = f'<path d="M{x:.1f} {y - 4.5:.1f}L{x + 4.5:.1f} {y + 3.5:.1f}L{x - 4.5:.1f} {y + 3.5:.1f}Z"{fill}'
+        head = (
+            f'<path d="M{x:.1f} {y - 4.5:.1f}L{x + 4.5:.1f} {y + 3.5:.1f}L{x - 4.5:.1f} {y + 3.5:.1f}Z"{fill}'
+        )
         tag = "path"
     elif shape == "diamond":
         head = f'<path d="M{x:.1f} {y - 5:.1f}L{x + 5:.1f} {y:.1f}L{x:.1f} {y + 5:.1f}L{x - 5:.1f} {y:.1f}Z"{fill}'

@@ -5,9 +5,10 @@ no path matches two entries; this checks it for a path of every route."""
 import re
 
 import pytest
-from django.urls import Resolver404, URLPattern, URLResolver, get_resolver, resolve
+from django.urls import Resolver404, URLResolver, resolve
 
 from kernelindex import urls
+from tests.security.routes import all_routes
 
 # A value each path converter of the project accepts.
 SAMPLES = {
@@ -23,17 +24,8 @@ SAMPLES = {
 
 def sample_paths() -> list[tuple[str, str]]:
     """(route, a path that route matches) for every route the project serves."""
-
-    def walk(resolver, prefix=""):
-        for pattern in resolver.url_patterns:
-            route = URLResolver._join_route(prefix, str(pattern.pattern))
-            if isinstance(pattern, URLResolver):
-                yield from walk(pattern, route)
-            elif isinstance(pattern, URLPattern):
-                yield route
-
     found = []
-    for route in dict.fromkeys(walk(get_resolver())):
+    for route in all_routes():
         route = route.replace("^", "").removesuffix("$")  # DRF's router writes its routes as regexes
         if "(?P" in route or "\\" in route:
             continue  # a regular expression route (the admin's own)
