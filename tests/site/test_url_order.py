@@ -1,11 +1,11 @@
 """The project's URL list is ordered for speed, not for meaning: Django tries its entries in order,
-and the registry's pages, which nearly every request asks for, come first. That is safe only while
-no path matches two entries; this checks it for a path of every route."""
+and the API and the registry's pages, which nearly every request asks for, come first. That is
+safe only while no path matches two entries; this checks it for a path of every route."""
 
 import re
 
 import pytest
-from django.urls import Resolver404, URLResolver, resolve
+from django.urls import Resolver404, resolve
 
 from kernelindex import urls
 from tests.security.routes import all_routes
@@ -45,9 +45,17 @@ def entries_matching(path: str) -> list[int]:
     return matching
 
 
-def test_the_registrys_pages_are_tried_first():
-    first = urls.urlpatterns[0]
-    assert isinstance(first, URLResolver) and first.urlconf_module.__name__ == "registry.urls"
+def test_the_apis_and_the_registrys_entries_are_tried_first():
+    """The API's entries leave a page's path at their prefix; the registry's include holds the
+    pages, tried before the attestations', the jobs' and the kit's."""
+    first = [entry.urlconf_module.__name__ for entry in urls.urlpatterns[:4]]
+    assert first == [
+        "registry.api_urls",
+        "attestations.api_urls",
+        "registry.reruns.api_urls",
+        "registry.urls",
+    ]
+    assert all(str(entry.pattern) == "api/v1/" for entry in urls.urlpatterns[:3])
 
 
 def admin_site() -> int:
@@ -67,5 +75,7 @@ def test_each_route_is_reached_and_by_one_entry_only(route, path):
 
 def test_a_path_two_entries_match_is_caught(monkeypatch):
     """The check above finds a shadowed route: the same include listed twice."""
-    monkeypatch.setattr(urls, "urlpatterns", [urls.urlpatterns[0], *urls.urlpatterns])
-    assert entries_matching("kernels/geglu/") == [0, 1]
+    names = [getattr(getattr(e, "urlconf_module", None), "__name__", "") for e in urls.urlpatterns]
+    registry = names.index("registry.urls")
+    monkeypatch.setattr(urls, "urlpatterns", [urls.urlpatterns[registry], *urls.urlpatterns])
+    assert entries_matching("kernels/geglu/") == [0, registry + 1]
