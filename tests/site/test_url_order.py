@@ -22,11 +22,20 @@ SAMPLES = {
 }
 
 
+def plain(route: str) -> str:
+    """A route as written with `path()`: DRF's router writes its routes as regexes."""
+    return route.replace("^", "").removesuffix("$")
+
+
+def entry_names() -> list[str]:
+    """Each entry of the project's URL list by the module it includes ("" for a view)."""
+    return [getattr(getattr(entry, "urlconf_module", None), "__name__", "") for entry in urls.urlpatterns]
+
+
 def sample_paths() -> list[tuple[str, str]]:
     """(route, a path that route matches) for every route the project serves."""
     found = []
-    for route in all_routes():
-        route = route.replace("^", "").removesuffix("$")  # DRF's router writes its routes as regexes
+    for route in map(plain, all_routes()):
         if "(?P" in route or "\\" in route:
             continue  # a regular expression route (the admin's own)
         path = re.sub(r"<(?:(\w+):)?\w+>", lambda m: SAMPLES[m.group(1) or "str"], route)
@@ -48,8 +57,7 @@ def entries_matching(path: str) -> list[int]:
 def test_the_apis_and_the_registrys_entries_are_tried_first():
     """The API's entries leave a page's path at their prefix; the registry's include holds the
     pages, tried before the attestations', the jobs' and the kit's."""
-    first = [entry.urlconf_module.__name__ for entry in urls.urlpatterns[:4]]
-    assert first == [
+    assert entry_names()[:4] == [
         "registry.api_urls",
         "attestations.api_urls",
         "registry.reruns.api_urls",
@@ -66,7 +74,7 @@ def admin_site() -> int:
 
 @pytest.mark.parametrize(("route", "path"), sample_paths(), ids=lambda value: value)
 def test_each_route_is_reached_and_by_one_entry_only(route, path):
-    assert resolve("/" + path).route.replace("^", "").removesuffix("$") == route
+    assert plain(resolve("/" + path).route) == route
     matching = entries_matching(path)
     assert set(matching[1:]) <= {admin_site()}, (
         f"/{path} (route {route}) matches entries {matching} of kernelindex/urls.py"
@@ -75,7 +83,6 @@ def test_each_route_is_reached_and_by_one_entry_only(route, path):
 
 def test_a_path_two_entries_match_is_caught(monkeypatch):
     """The check above finds a shadowed route: the same include listed twice."""
-    names = [getattr(getattr(e, "urlconf_module", None), "__name__", "") for e in urls.urlpatterns]
-    registry = names.index("registry.urls")
+    registry = entry_names().index("registry.urls")
     monkeypatch.setattr(urls, "urlpatterns", [urls.urlpatterns[registry], *urls.urlpatterns])
     assert entries_matching("kernels/geglu/") == [0, registry + 1]
