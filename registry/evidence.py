@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from django.db.models import Exists, OuterRef, Prefetch, Q
-from scipy import stats
 
 from registry.models import BenchmarkRun, Metric
 from registry.reruns.harness import missed_upstream_warmup
@@ -225,6 +224,8 @@ class JobEvidence:
         earlier, later = values[:-1], values[1:]
         if min(earlier) == max(earlier) or min(later) == max(later):
             return None
+        from scipy import stats  # here, not with the module (registry/stats/medians.py says why)
+
         with warnings.catch_warnings():  # near-constant or overflowing samples: no r, no noise
             warnings.simplefilter("ignore")
             r = float(stats.pearsonr(earlier, later).statistic)

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 from django.db.models import F, TextChoices, Window
 from django.db.models.functions import RowNumber
-from scipy import stats as scipy_stats
 
 from registry.evidence import measured_intervals, measured_samples
 from registry.models import CONTROLLED_SOURCE_SLUG, BenchmarkRun, Metric
@@ -103,7 +102,9 @@ def mean_interval(metrics: dict, confidence: float = 0.95) -> tuple[float, float
         return None
     if std == 0:
         return mean, mean
-    low, high = scipy_stats.t.interval(confidence, n - 1, loc=mean, scale=std / math.sqrt(n))
+    from scipy import stats  # here, not with the module (registry/stats/medians.py says why)
+
+    low, high = stats.t.interval(confidence, n - 1, loc=mean, scale=std / math.sqrt(n))
     return float(low), float(high)
 
 

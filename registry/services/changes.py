@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
-from scipy.stats import mannwhitneyu, ttest_ind_from_stats
 
 from registry.cache import generation_bump
 from registry.evidence import measured_samples
@@ -73,6 +72,8 @@ def step_judge(before, after, *, samples_before=None, samples_after=None) -> Jud
     if difference < threshold:
         return None
     if samples_before and samples_after:
+        from scipy.stats import mannwhitneyu  # here, not with the module (registry/stats/medians.py says why)
+
         p = float(mannwhitneyu(samples_before, samples_after, alternative="two-sided").pvalue)
         counts = f"{len(samples_before)} and {len(samples_after)} samples"
         return _tested(direction, ratio, size, f"Mann-Whitney p = {p:.2g} over {counts}", p)
@@ -113,6 +114,8 @@ def mean_step_judge(before: dict, after: dict) -> Judgement | None:
         return Judgement(
             ChangeKind.UNCERTAIN, ratio, f"{size}, but a side publishes no spread (std or calls): no test"
         )
+    from scipy.stats import ttest_ind_from_stats
+
     p = float(ttest_ind_from_stats(m1, s1, n1, m2, s2, n2, equal_var=False).pvalue)
     return _tested(
         direction, ratio, size, f"Welch's t-test p = {p:.2g}, means over {n1} and {n2} calls, as published", p

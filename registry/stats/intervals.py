@@ -13,7 +13,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from registry.stats.medians import (
     verdict as equivalence_verdict,  # noqa: F401 - the one rule, named for the model
@@ -112,6 +111,8 @@ def stretch_spread(logs: np.ndarray) -> tuple[float, float]:
     sample = (float(np.var(logs, ddof=1)), float(logs.size - 1))
     if logs.size < ROBUST_MIN_STRETCHES:
         return sample
+    from scipy import stats  # here, not with the module (registry/stats/medians.py says why)
+
     deviation = float(stats.median_abs_deviation(logs, scale="normal"))
     if deviation <= 0:
         return sample
@@ -200,6 +201,8 @@ def quantile_interval(
 ) -> tuple[float, float, float]:
     """A quantile of `values` and its distribution-free interval (scipy's quantile_test, from
     order statistics); the ends are ±inf when there are too few values for that confidence."""
+    from scipy import stats
+
     data = np.asarray(values, dtype=float)
     if data.size == 0:
         raise ValueError("no values")
@@ -209,5 +212,7 @@ def quantile_interval(
 
 
 def _t(confidence: float, df: float) -> float:
+    from scipy import stats
+
     tail = (1 + confidence) / 2
     return float(stats.norm.ppf(tail) if not math.isfinite(df) else stats.t.ppf(tail, df))

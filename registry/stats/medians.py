@@ -3,14 +3,16 @@ precision a sampling loop stops on, and the interval of the relative difference 
 that a rerun's verdict is read from.
 
 Needs numpy and scipy and nothing of KernelIndex or Django: the harness's child process loads
-this file by path for its stopping rule, and the recorder imports it for verdicts.
+this file by path for its stopping rule, and the recorder imports it for verdicts. scipy.stats is
+imported where a statistic is computed, not with the module: its import costs about half a second
+of CPU, which every Django process (each web and Celery worker, each manage.py command) would
+otherwise pay at start, most of them never computing one.
 """
 
 import functools
 import math
 
 import numpy as np
-from scipy import stats
 
 VERDICT_CONFIDENCE = 0.95
 BOOTSTRAP_RESAMPLES = 2000
@@ -45,6 +47,8 @@ def median_interval_ranks(count: int, confidence: float) -> tuple[int | None, in
     distribution of `count` trials, so they depend on nothing else. Asked of `range(count)`, its
     interval is those ranks. Setting up scipy's distributions cost more than the rest of the
     interval, and a load of the shipped runs asks for thousands of intervals of a few sizes."""
+    from scipy import stats  # here, not with the module (the module's docstring says why)
+
     interval = stats.quantile_test(np.arange(count, dtype=float), q=0, p=0.5).confidence_interval(
         confidence_level=confidence
     )
@@ -124,6 +128,8 @@ def difference_interval(
             new_batches, old_batches = batch_medians(new.samples), batch_medians(old.samples)
         else:
             new_batches, old_batches = new.samples, old.samples
+        from scipy import stats
+
         result = stats.bootstrap(
             (new_batches, old_batches),
             _relative_difference_of_medians,

@@ -13,7 +13,6 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-from scipy import optimize, stats
 
 from registry.stats import intervals
 
@@ -449,6 +448,8 @@ def fit_process_component(
 
 
 def _component_for_z(ratios: np.ndarray, within: np.ndarray, *, share: float) -> float:
+    from scipy import optimize, stats  # here, not with the module (registry/stats/medians.py says why)
+
     target = stats.norm.ppf((1 + share) / 2)
 
     def excess(sd: float) -> float:
