@@ -5,8 +5,11 @@ Runs a test command (by default the README's, `python3 scripts/dev.py test`), wi
 given after `--`, and writes what it took to `bench/results/test-suite-DATE-MACHINE.json` and `.md`:
 the command, the wall time, the user and system CPU of it and its children, the load average before
 and after, and pytest's summary line. docs/performance.md ("The test suite") cites the `.md`.
+With `--by-module`, the files also hold where the time went: each module's CPU seconds (its tests'
+own and their child processes', scripts/suite_cpu.py) and when each xdist worker finished.
 
     .venv/bin/python scripts/suite_timing.py --note "nothing else running"
+    .venv/bin/python scripts/suite_timing.py --by-module
     .venv/bin/python scripts/suite_timing.py -- -n 0 tests/docs
 """
 
@@ -19,7 +22,9 @@ import resource
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,7 +39,7 @@ def machine_name() -> str:
     return f"{os.cpu_count()}-core-{platform.machine()}"
 
 
-def timed(command: list[str]) -> dict:
+def timed(command: list[str], env: dict | None = None) -> dict:
     """Run the command in the checkout, its output passed through; what it took."""
     before, load_before, began = (
         resource.getrusage(resource.RUSAGE_CHILDREN),
@@ -43,7 +48,7 @@ def timed(command: list[str]) -> dict:
     )
     lines = []
     with subprocess.Popen(
-        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     ) as run:
         for line in run.stdout:
             sys.stdout.write(line)
@@ -60,6 +65,58 @@ def timed(command: list[str]) -> dict:
         "load_average_after": [round(value, 2) for value in os.getloadavg()],
         "summary": summary[-1] if summary else "",
     }
+
+
+MODULES_SHOWN = 25
+
+
+def by_module(log: Path) -> dict:
+    """The plugin's lines summed by test module: CPU seconds (own, children), the tests' wall
+    seconds added up (a worker's tests overlap the others'), tests; and each worker's end."""
+    modules = defaultdict(lambda: {"own_cpu_s": 0.0, "children_cpu_s": 0.0, "wall_s": 0.0, "tests": 0})
+    starts, ends = [], defaultdict(float)
+    for line in log.read_text().splitlines():
+        worker, began, ended, own, children, nodeid = line.split("\t", 5)
+        module = modules[nodeid.split("::")[0]]
+        module["own_cpu_s"] += float(own)
+        module["children_cpu_s"] += float(children)
+        module["wall_s"] += float(ended) - float(began)
+        module["tests"] += 1
+        starts.append(float(began))
+        ends[worker] = max(ends[worker], float(ended))
+    ranked = sorted(modules.items(), key=lambda item: -(item[1]["own_cpu_s"] + item[1]["children_cpu_s"]))
+    first = min(starts, default=0.0)
+    return {
+        "cpu_accounted_s": round(sum(m["own_cpu_s"] + m["children_cpu_s"] for m in modules.values()), 1),
+        "workers_end_s": {worker: round(end - first, 1) for worker, end in sorted(ends.items())},
+        "modules": [
+            {"module": name, **{key: round(value, 1) for key, value in figures.items()}}
+            for name, figures in ranked
+        ],
+    }
+
+
+def modules_markdown(result: dict) -> list[str]:
+    if "modules" not in result:
+        return []
+    shown = result["modules"][:MODULES_SHOWN]
+    return [
+        "",
+        f"## Where the CPU went ({result['cpu_accounted_s']} s accounted to tests; the {len(shown)} costliest modules)",
+        "",
+        "Each worker's last test ended at (s after the first began): "
+        + ", ".join(f"{worker} {end}" for worker, end in result["workers_end_s"].items())
+        + ".",
+        "",
+        "| module | CPU s (own + children) | own | children | tests' wall s, summed | tests |",
+        "| --- | --- | --- | --- | --- | --- |",
+        *(
+            f"| {m['module']} | {m['own_cpu_s'] + m['children_cpu_s']:.1f} | {m['own_cpu_s']} "
+            f"| {m['children_cpu_s']} | {m['wall_s']} | {m['tests']} |"
+            for m in shown
+        ),
+        "",
+    ]
 
 
 def markdown(result: dict) -> str:
@@ -80,6 +137,7 @@ def markdown(result: dict) -> str:
             f"- pytest: {result['summary'] or 'no summary line'}",
             *([f"- conditions: {result['note']}"] if result["note"] else []),
             "",
+            *modules_markdown(result),
         ]
     )
 
@@ -98,10 +156,20 @@ def main() -> None:
     )
     parser.add_argument("--results", type=Path, default=RESULTS, help="the folder the files go to")
     parser.add_argument("--note", default="", help="what else ran on the machine")
+    parser.add_argument(
+        "--by-module", action="store_true", help="also each module's CPU (scripts/suite_cpu.py's lines)"
+    )
     parser.add_argument("args", nargs=argparse.REMAINDER, help="-- then the arguments for the test command")
     args = parser.parse_args()
     extra = args.args[1:] if args.args[:1] == ["--"] else args.args
-    result = timed(shlex.split(args.command) + extra)
+    if args.by_module:
+        with tempfile.TemporaryDirectory() as folder:
+            log = Path(folder) / "tests.tsv"
+            env = {**os.environ, "SUITE_CPU_LOG": str(log), "PYTHONPATH": str(ROOT)}
+            result = timed(shlex.split(args.command) + ["-p", "scripts.suite_cpu", *extra], env=env)
+            result |= by_module(log) if log.exists() else {}
+    else:
+        result = timed(shlex.split(args.command) + extra)
     result |= {"date": time.strftime("%Y-%m-%d"), "machine": machine_name(), "note": args.note}
     print(write(result, args.results))
     sys.exit(result["exit_status"])

@@ -42,3 +42,38 @@ def test_the_performance_doc_says_where_the_suites_timings_go():
     text = (ROOT / "docs" / "performance.md").read_text()
     section = text[text.index("### The test suite") : text.index("### Steady under sustained load")]
     assert "scripts/suite_timing.py" in section and "bench/results/test-suite-DATE-MACHINE.md" in section
+
+
+TWO_TESTS = """
+import subprocess, sys
+
+def test_a_child_process_burns_cpu():
+    subprocess.run([sys.executable, "-c", "sum(i * i for i in range(3_000_000))"], check=True)
+
+def test_nothing_else():
+    assert True
+"""
+
+
+def test_by_module_the_results_hold_each_modules_cpu_own_and_of_its_children(tmp_path):
+    """`--by-module` runs the command with scripts/suite_cpu.py and sums its lines by module: a
+    module whose test reaped a busy child process has that child's CPU under `children`."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "pytest.ini").write_text("[pytest]\n")
+    (suite / "test_two.py").write_text(TWO_TESTS)
+    command = f"{sys.executable} -m pytest -q -p no:cacheprovider -p no:django -c {suite / 'pytest.ini'} {suite}"
+    done = subprocess.run(
+        [sys.executable, "scripts/suite_timing.py", "--by-module", "--command", command, "--results", tmp_path],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    (written,) = tmp_path.glob("test-suite-*.md")
+    result = json.loads(written.with_suffix(".json").read_text())
+    (module,) = result["modules"]
+    assert module["module"].endswith("test_two.py") and module["tests"] == 2
+    assert module["children_cpu_s"] >= 0.05, module
+    assert list(result["workers_end_s"]) == ["main"]
+    assert "## Where the CPU went" in written.read_text()
