@@ -9,6 +9,15 @@ import resource
 import time
 
 _started: dict[str, tuple[float, float, float]] = {}
+_writes = True  # False in an xdist controller: its workers write their tests' lines
+
+
+def pytest_configure(config):
+    global _writes
+    distributed = (
+        bool(getattr(config.option, "numprocesses", None)) or getattr(config.option, "dist", "no") != "no"
+    )
+    _writes = hasattr(config, "workerinput") or not distributed
 
 
 def _cpu() -> tuple[float, float]:
@@ -22,7 +31,7 @@ def pytest_runtest_logstart(nodeid, location):
 
 def pytest_runtest_logfinish(nodeid, location):
     log = os.environ.get("SUITE_CPU_LOG")
-    if not log or nodeid not in _started:
+    if not (log and _writes) or nodeid not in _started:
         return
     began, own, children = _started.pop(nodeid)
     own_now, children_now = _cpu()
