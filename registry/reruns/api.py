@@ -9,7 +9,7 @@ from rest_framework import permissions, serializers, viewsets
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from registry.filters import StrictBooleanFilter, WholeNumberFilter
+from registry.filters import FormClassOnce, StrictBooleanFilter, WholeNumberFilter
 from registry.models import BenchmarkRun
 from registry.reruns import fleet
 from registry.reruns.models import RerunJob
@@ -34,7 +34,7 @@ class JobDetailSerializer(JobSerializer):
         fields = [*JobSerializer.Meta.fields, "samples", "environment", "protocol"]
 
 
-class JobFilter(filters.FilterSet):
+class JobFilter(FormClassOnce, filters.FilterSet):
     # A whole number: an unknown (or out-of-range) id is an empty list, not a 400 as with
     # ModelChoiceFilter. Filtering `run__id`, not `run_id`, keeps Django's integer range check.
     run = WholeNumberFilter(field_name="run__id")
