@@ -195,10 +195,11 @@ class StableOrderingFilter(django_filters.OrderingFilter):
 class FormClassOnce:
     """A filter set whose form class is built once per filter set class, not per request:
     django-filter makes a new form class on every request (a field for each filter, its label
-    worked out from the model), which for the runs' two dozen filters cost more than the rest of
-    filtering a page of runs (2.2 ms against 1.2 ms a request with it built once, measured in
-    process on 2026-12-07, 2-core x86_64). Only for a filter set whose fields are the same for
-    every request: no choices read from the database, no queryset chosen by the request."""
+    worked out from the model), which for the runs' two dozen filters cost nearly as much as the
+    rest of filtering a page of runs (bench/filter_form.py: 1.24–1.44 ms of CPU a request, 0.67–0.85
+    ms with the form class built once; 2026-12-07, 2-core x86_64). Only for a filter set whose
+    fields are the same for every request: no choices read from the database, no queryset chosen
+    by the request."""
 
     def get_form_class(self):
         form_class = type(self).__dict__.get("_form_class_once")  # this class's own, not a parent's
