@@ -21,7 +21,7 @@ from rest_framework.views import APIView
 
 from registry import digests, evidence, exports, run_page, selectors
 from registry.cache import CachedReadMixin
-from registry.filters import MAX_VALUE_LENGTH, RunFilter
+from registry.filters import MAX_VALUE_LENGTH, FormClassOnce, RunFilter
 from registry.models import (
     BenchmarkRun,
     Environment,
@@ -160,7 +160,7 @@ class KernelViewSet(CachedReadMixin, viewsets.ReadOnlyModelViewSet):
     lookup_field = "slug"
 
 
-class ImplementationFilter(filters.FilterSet):
+class ImplementationFilter(FormClassOnce, filters.FilterSet):
     kernel = filters.CharFilter(field_name="kernel__slug")
     provider = filters.CharFilter()
     project = filters.CharFilter()
@@ -178,7 +178,7 @@ class ImplementationViewSet(CachedReadMixin, viewsets.ReadOnlyModelViewSet):
     lookup_value_regex = r"[0-9]{1,18}"
 
 
-class EnvironmentFilter(filters.FilterSet):
+class EnvironmentFilter(FormClassOnce, filters.FilterSet):
     gpu = filters.CharFilter(field_name="slug")
     vendor = filters.CharFilter()
     architecture = filters.CharFilter()
@@ -206,7 +206,7 @@ class SourceViewSet(CachedReadMixin, viewsets.ReadOnlyModelViewSet):
     lookup_field = "slug"
 
 
-class GroupFilter(filters.FilterSet):
+class GroupFilter(FormClassOnce, filters.FilterSet):
     kernel = filters.CharFilter(field_name="kernel__slug")
     gpu = filters.CharFilter(field_name="environment__slug")
     operation_mode = filters.ChoiceFilter(choices=TimedPass.choices)

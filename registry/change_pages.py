@@ -14,7 +14,7 @@ from django.views.decorators.http import require_safe
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import mixins, serializers, viewsets
 
-from registry.filters import SafeForm, TextFilter, UtcIsoDateTimeFilter, WholeNumberFilter
+from registry.filters import FormClassOnce, SafeForm, TextFilter, UtcIsoDateTimeFilter, WholeNumberFilter
 from registry.models import BenchmarkRun, Change, ChangeKind, Metric, TimedPass
 
 PAGE_SIZE = 50
@@ -38,7 +38,7 @@ def changes_public():
     )
 
 
-class ChangeFilter(django_filters.FilterSet):
+class ChangeFilter(FormClassOnce, django_filters.FilterSet):
     kernel = TextFilter(field_name="kernel__slug", help_text="Kernel slug, e.g. jsd.")
     gpu = TextFilter(
         field_name="after__environment__slug", help_text="GPU model slug, e.g. nvidia-h100-80gb-hbm3."

@@ -197,9 +197,10 @@ class FormClassOnce:
     django-filter makes a new form class on every request (a field for each filter, its label
     worked out from the model), which for the runs' two dozen filters cost nearly as much as the
     rest of filtering a page of runs (bench/filter_form.py: 1.24–1.44 ms of CPU a request, 0.67–0.85
-    ms with the form class built once; 2026-12-07, 2-core x86_64). Only for a filter set whose
-    fields are the same for every request: no choices read from the database, no queryset chosen
-    by the request."""
+    ms with the form class built once; 2026-12-07, 2-core x86_64). Every filter set of the project
+    takes it (tests/registry/test_filter_form_once.py checks): their fields are the same for every
+    request. A filter set whose choices came from the database, or whose queryset the request
+    chose, would have to leave it out."""
 
     def get_form_class(self):
         form_class = type(self).__dict__.get("_form_class_once")  # this class's own, not a parent's

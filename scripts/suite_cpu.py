@@ -13,11 +13,8 @@ _writes = True  # False in an xdist controller: its workers write their tests' l
 
 
 def pytest_configure(config):
-    global _writes
-    distributed = (
-        bool(getattr(config.option, "numprocesses", None)) or getattr(config.option, "dist", "no") != "no"
-    )
-    _writes = hasattr(config, "workerinput") or not distributed
+    global _writes  # xdist has set `dist` by now where `-n` asked for workers
+    _writes = hasattr(config, "workerinput") or getattr(config.option, "dist", "no") == "no"
 
 
 def _cpu() -> tuple[float, float]:
@@ -26,17 +23,17 @@ def _cpu() -> tuple[float, float]:
 
 
 def pytest_runtest_logstart(nodeid, location):
-    _started[nodeid] = (time.time(), *_cpu())
+    if _writes and os.environ.get("SUITE_CPU_LOG"):
+        _started[nodeid] = (time.time(), *_cpu())
 
 
 def pytest_runtest_logfinish(nodeid, location):
-    log = os.environ.get("SUITE_CPU_LOG")
-    if not (log and _writes) or nodeid not in _started:
+    if nodeid not in _started:
         return
     began, own, children = _started.pop(nodeid)
     own_now, children_now = _cpu()
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    with open(log, "a") as handle:
+    with open(os.environ["SUITE_CPU_LOG"], "a") as handle:
         handle.write(
             f"{worker}\t{began:.2f}\t{time.time():.2f}\t{own_now - own:.2f}\t{children_now - children:.2f}\t{nodeid}\n"
         )

@@ -43,3 +43,22 @@ def test_a_subclass_builds_its_own_form_class():
     assert set(parent_form.fields) == {"kernel"}
     assert set(child_form.fields) == {"kernel", "gpu"}
     assert type(Parent(QueryDict("")).form) is type(parent_form)
+
+
+def project_filter_sets() -> list[type]:
+    """Every filter set class defined in the project's own apps (the URL list imports them all)."""
+    import kernelindex.urls  # noqa: F401
+
+    found, todo = [], [django_filters.filterset.BaseFilterSet]
+    while todo:
+        for subclass in todo.pop().__subclasses__():
+            todo.append(subclass)
+            if subclass.__module__.startswith(("registry.", "attestations.")):
+                found.append(subclass)
+    return found
+
+
+def test_every_filter_set_of_the_project_builds_its_form_once():
+    found = {cls.__name__ for cls in project_filter_sets()}
+    assert {"RunFilter", "JobFilter", "ChangeFilter", "GroupFilter"} <= found
+    assert [cls.__qualname__ for cls in project_filter_sets() if not issubclass(cls, FormClassOnce)] == []
