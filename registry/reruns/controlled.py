@@ -52,6 +52,7 @@ SKIPPED_FIELDS = {
     "lease",
     "judged_ci_low",  # a job's judged interval, computed from its samples on load
     "judged_ci_high",
+    "judged_under",  # the rule its verdict was judged under: this registry's, never a file's
     *RUN_KEY_SOURCES,
 }
 
@@ -263,6 +264,7 @@ def _jobs_build(jobs: list[dict], run: BenchmarkRun, provider: str) -> list[Reru
     built = []
     for job in jobs:
         job = dict(job)
+        job.pop("judged_under", None)  # a file's say that its verdict is today's is not taken
         role = job.pop("role")
         dates = {key: _date(value) for key, value in job.pop("dates").items()}
         link = {"result_run": run} if role == "measured" else {"run": run}

@@ -4,6 +4,9 @@ result file (attestations/services.py). Imports no service, so both can use it.
 """
 
 import functools
+import hashlib
+import importlib.metadata
+import importlib.util
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,6 +101,39 @@ def run_measured_by(run: BenchmarkRun) -> RerunJob | None:
     """The measure job that created `run` (its first, should there be several), None for a run
     KernelIndex did not measure."""
     return run.measured_by_jobs.filter(kind=JobKind.MEASURE).order_by("pk").first()
+
+
+# The modules whose code decides a rerun's verdict and what it does to its run's level.
+RULE_MODULES = (
+    "registry.reruns.judgement",
+    "registry.reruns.judged",
+    "registry.reruns.models",
+    "registry.reruns.services.record",
+    "registry.stats.intervals",
+    "registry.stats.medians",
+    "registry.stats.verdict_model",
+)
+
+
+def judgement_rule() -> str:
+    """A digest of everything a verdict depends on besides the job, its run and the run's
+    measure job (whose figures never change once recorded): the source of RULE_MODULES, the
+    shipped verdict models, numpy's and scipy's versions and RERUN_TOLERANCE. A rerun stamped
+    with it (`RerunJob.judged_under`) would be judged the same again, so `reruns_rejudge` may pass
+    it over; a change to any of them changes the digest, and every rerun is judged again."""
+    return hashlib.sha256(f"{_rule_of_code()}:{settings.RERUN_TOLERANCE!r}".encode()).hexdigest()
+
+
+@functools.cache
+def _rule_of_code() -> str:
+    digest = hashlib.sha256()
+    for name in RULE_MODULES:
+        digest.update(Path(importlib.util.find_spec(name).origin).read_bytes())
+    for path in sorted(MODEL_DIR.glob("verdict-model-*.json")):
+        digest.update(path.name.encode() + path.read_bytes())
+    for package in ("numpy", "scipy"):
+        digest.update(f"{package}=={importlib.metadata.version(package)}".encode())
+    return digest.hexdigest()
 
 
 @functools.cache

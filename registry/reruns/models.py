@@ -166,6 +166,14 @@ class RerunJob(models.Model):
     )
     deviation_high = models.FloatField(null=True, blank=True)
     verdict_note = models.TextField(blank=True, help_text="What the verdict rests on, in words.")
+    judged_under = models.CharField(
+        max_length=64,
+        blank=True,
+        editable=False,
+        help_text="The rule its verdict was last judged under (judgement.judgement_rule: the judging code, "
+        "the verdict models, the tolerance); reruns_rejudge passes over a rerun judged under today's. "
+        "Written only by the recorder, never read from a file.",
+    )
     gpu_uuid = models.CharField(max_length=64, blank=True, help_text="The physical GPU that ran it (NVML).")
     avoid_gpu_uuid = models.CharField(
         max_length=64,

@@ -75,13 +75,24 @@ class SourcePlugin:
         return _named(self.bundled_loader)(progress=progress)
 
 
+_found: tuple[dict, list[SourcePlugin]] | None = None  # (the app registry's configs, their plug-ins)
+
+
 def plugins() -> list[SourcePlugin]:
     """The registered sources, in load order (a later source may refer to an earlier one's
-    workloads): the installed apps whose package defines SOURCE, in INSTALLED_APPS order."""
+    workloads): the installed apps whose package defines SOURCE, in INSTALLED_APPS order.
+
+    Found once for the app registry's set of apps: an import asks for every new run's work
+    (work_counted), thousands of times. Django replaces `apps.app_configs` with another dict
+    whenever the installed apps change (override_settings, modify_settings), so holding that
+    dict and comparing it by identity finds them again then and only then."""
     from django.apps import apps
 
-    found = (getattr(config.module, "SOURCE", None) for config in apps.get_app_configs())
-    return [source for source in found if isinstance(source, SourcePlugin)]
+    global _found
+    if _found is None or _found[0] is not apps.app_configs:
+        found = (getattr(config.module, "SOURCE", None) for config in apps.get_app_configs())
+        _found = (apps.app_configs, [source for source in found if isinstance(source, SourcePlugin)])
+    return list(_found[1])
 
 
 def rerun_plugin() -> SourcePlugin:

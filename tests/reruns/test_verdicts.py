@@ -638,3 +638,48 @@ class TestTheLoaderAsksForAVerdict:
         assert loaded.evidence_level == EvidenceLevel.REPRODUCED
         job = RerunJob.objects.get(run=loaded)
         assert (job.verdict, job.gpu_uuid) == ("agrees", CARD_B)
+
+
+class TestJudgedUnderTodaysRule:
+    """reruns_rejudge(every=False), as `load_bundled_data` calls it: a rerun already judged under
+    today's rule (its `judged_under`) is passed over, a changed rule makes every rerun due again,
+    and a file's say that its verdicts are today's is not taken."""
+
+    def test_a_second_pass_judges_none_and_a_changed_tolerance_judges_every_one_again(
+        self, tmp_path, settings
+    ):
+        load(shipped_entry("reproduced"), tmp_path)
+        reruns = RerunJob.objects.filter(kind="rerun").exclude(verdict="")
+        count = reruns.count()
+        assert count and not reruns.filter(judged_under=judgement.judgement_rule()).exists()
+
+        assert sum(reruns_rejudge(every=False).values()) == count
+        assert set(reruns.values_list("judged_under", flat=True)) == {judgement.judgement_rule()}
+        assert sum(reruns_rejudge(every=False).values()) == 0
+        assert sum(reruns_rejudge().values()) == count  # `rejudge_reruns` still judges every one
+
+        settings.RERUN_TOLERANCE *= 2
+        assert sum(reruns_rejudge(every=False).values()) == count
+
+    def test_a_change_to_the_judging_code_changes_the_rule(self, monkeypatch):
+        before = judgement.judgement_rule()
+        monkeypatch.setattr(judgement, "RULE_MODULES", (*judgement.RULE_MODULES, "registry.rows"))
+        judgement._rule_of_code.cache_clear()
+        try:
+            assert judgement.judgement_rule() != before
+        finally:
+            monkeypatch.undo()
+            judgement._rule_of_code.cache_clear()
+        assert judgement.judgement_rule() == before
+
+    def test_a_files_stamp_is_not_taken_and_an_export_carries_none(self, tmp_path):
+        document = shipped_entry("reproduced")
+        for job in document["runs"][0]["jobs"]:
+            job["judged_under"] = judgement.judgement_rule()
+
+        run = load(document, tmp_path)
+
+        assert set(RerunJob.objects.values_list("judged_under", flat=True)) == {""}
+        reruns_rejudge(every=False)
+        exported = controlled_runs_export(runs=BenchmarkRun.objects.filter(pk=run.pk))
+        assert all("judged_under" not in job for entry in exported["runs"] for job in entry["jobs"])

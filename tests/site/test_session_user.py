@@ -1,10 +1,13 @@
-"""The signed-in user is read with SQL compiled once per process (kernelindex/auth.py): the same
-user as the ORM's `get()`, the same refusals (an inactive user, a changed password, a deleted
-user), and sessions that name Django's or allauth's backend by their former paths still sign in."""
+"""The signed-in user, and an API token with its user, are read with SQL compiled once per process
+(kernelindex/auth.py): the same user and token as the ORM's `get()`, the same refusals (an inactive
+user, a changed password, a deleted user, an unknown token), and sessions that name Django's or
+allauth's backend by their former paths still sign in."""
 
 import pytest
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
 from django.urls import reverse
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
 
 from kernelindex import auth
 from tests.conftest import make_user
@@ -62,3 +65,31 @@ class TestSignedInSessions:
         assert client.session[BACKEND_SESSION_KEY] == auth.LEGACY_BACKENDS[former]
         assert client.session[SESSION_KEY] == str(user.pk) and client.session[HASH_SESSION_KEY]
         assert _signed_in(client)
+
+
+@pytest.mark.django_db
+class TestApiTokens:
+    ME = "/api/v1/runs/"  # any API page: what matters is the answer to the header
+
+    def answer(self, key: str):
+        return APIClient().get(self.ME, HTTP_AUTHORIZATION=f"Token {key}")
+
+    def test_a_token_reads_its_user_as_the_orm_does(self, contributor):
+        token = Token.objects.create(user=contributor)
+        user, read = auth.TokenAuthentication().authenticate_credentials(token.key)
+        assert (read.key, read.user_id, read.created) == (token.key, contributor.pk, token.created)
+        assert user.pk == contributor.pk and read.user is user and user.is_active
+        assert self.answer(token.key).status_code == 200
+
+    def test_an_unknown_token_is_refused_with_drfs_words(self, db):
+        answer = self.answer("0" * 40)
+        assert answer.status_code == 403 and answer.json() == {
+            "detail": "Invalid token."
+        }  # DRF: 403 where session auth comes first
+
+    def test_an_inactive_users_token_is_refused(self, contributor):
+        token = Token.objects.create(user=contributor)
+        contributor.is_active = False
+        contributor.save()
+        answer = self.answer(token.key)
+        assert answer.status_code == 403 and answer.json() == {"detail": "User inactive or deleted."}

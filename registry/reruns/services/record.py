@@ -19,7 +19,7 @@ from django.utils import timezone
 from registry.cache import generation_bump
 from registry.models import BenchmarkRun, EvidenceLevel, Verdict
 from registry.reruns.harness.job_result import JobResult
-from registry.reruns.judgement import SAMPLES_LIMIT, UNREAD, judgement_note, run_judgement
+from registry.reruns.judgement import SAMPLES_LIMIT, UNREAD, judgement_note, judgement_rule, run_judgement
 from registry.reruns.models import JobKind, JobState, RerunJob, raises_level
 from registry.reruns.services.measured_ceilings import (
     CeilingRejected,
@@ -201,9 +201,11 @@ def rerun_rejudge(*, job_id: int) -> tuple[str, str] | None:
     _judgement_store(job, run)
     if _judgement_changed(job, before):
         diverged = _earlier_judgement_keep(job, before, timezone.now())
-        job.save(update_fields=[*JUDGEMENT_FIELDS, "state", "sampling"])
+        job.save(update_fields=[*JUDGEMENT_FIELDS, "state", "sampling", "judged_under"])
         if diverged:
             _divergence_report_open(job)
+    else:
+        job.save(update_fields=["judged_under"])
     changed = run_level_settle(run=run, reason=f"Rerun job #{job.pk} judged again.")
     if changed or job.verdict != before["verdict"]:
         generation_bump()
@@ -257,7 +259,7 @@ def _level_audit(run: BenchmarkRun, before: str, after: str, reason: str):
 REJUDGE_CHUNK = 250  # runs whose reruns are judged again in one transaction
 
 
-def reruns_rejudge(*, gpu: str = "", kernel: str = "") -> Counter:
+def reruns_rejudge(*, gpu: str = "", kernel: str = "", every: bool = True) -> Counter:
     """Judge every finished rerun with a verdict again, leaving what `rerun_rejudge` for each in
     turn (in pk order) would leave: the same judgements, earlier judgements kept, levels, audit
     entries (each at the same job) and issue reports. A run's judgements and level depend only on
@@ -265,10 +267,17 @@ def reruns_rejudge(*, gpu: str = "", kernel: str = "") -> Counter:
     each chunk in one transaction (_runs_rejudge); returns how many went from each verdict to
     each. `rejudge_reruns` and `load_bundled_data` (after the shipped runs load, so that a fresh
     database shows today's verdicts) call this. Killed halfway, the chunks done stay done and a
-    second call finds them judged; a load of unchanged data writes nothing."""
+    second call finds them judged; a load of unchanged data writes nothing.
+
+    `every=False` passes over the reruns already judged under today's rule (`judged_under`,
+    judgement.judgement_rule): judged again they would come out the same, so a second load of
+    unchanged data judges none; a change to the judging code, a verdict model or the tolerance
+    makes every rerun due again."""
     jobs = RerunJob.objects.filter(
         kind=JobKind.RERUN, state__in=(JobState.SUCCEEDED, JobState.DIVERGED)
     ).exclude(verdict="")
+    if not every:
+        jobs = jobs.exclude(judged_under=judgement_rule())
     if gpu:
         jobs = jobs.filter(gpu_slug=gpu)
     if kernel:
@@ -300,7 +309,8 @@ def _runs_rejudge(jobs, run_ids: list[int]) -> Counter:
     levels = _LevelsFollowed(runs)
     changes, changed_jobs, diverged, audits = Counter(), [], [], []
     shown = False  # a verdict or a level a page shows has changed
-    now = timezone.now()
+    now, rule = timezone.now(), judgement_rule()
+    stamped = {job.pk for job in mine if job.judged_under == rule}
     for job in mine:
         run = runs[job.run_id]
         before = {name: getattr(job, name) for name in JUDGEMENT_FIELDS}
@@ -316,7 +326,12 @@ def _runs_rejudge(jobs, run_ids: list[int]) -> Counter:
             shown = True
         shown |= job.verdict != before["verdict"]
         changes[before["verdict"], job.verdict] += 1
-    rows_update(changed_jobs, [*JUDGEMENT_FIELDS, "state", "sampling"])
+    rows_update(changed_jobs, [*JUDGEMENT_FIELDS, "state", "sampling", "judged_under"])
+    # The rest judged the same: only their stamp is new, where they had another.
+    written = stamped | {job.pk for job in changed_jobs}
+    RerunJob.objects.filter(pk__in=[job.pk for job in mine if job.pk not in written]).update(
+        judged_under=rule
+    )
     for job in diverged:
         _divergence_report_open(job)
     levels.write(now)
@@ -453,6 +468,7 @@ def _judgement_store(job: RerunJob, run: BenchmarkRun, *, measured_by=UNREAD) ->
     if judged.model is None:
         job.sampling.pop("verdict_model")
     job.verdict_note = judgement_note(judged, subject="Rerun")
+    job.judged_under = judgement_rule()
     job.state = JobState.DIVERGED if job.verdict == Verdict.DISAGREES else JobState.SUCCEEDED
 
 

@@ -52,6 +52,7 @@ JUDGED = {
     "deviation_high",
     "tolerance",
     "verdict_note",
+    "judged_under",
     "state",
     "evidence_level",
 }

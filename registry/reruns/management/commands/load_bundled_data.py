@@ -30,8 +30,9 @@ class Command(BaseCommand):
             # data whose workloads they measure.
             summaries["kernelindex-controlled"] = controlled_runs_load(path=BUNDLED_CONTROLLED_DIR)
             # Their reruns judged under today's rule (the files keep the verdicts of the day they
-            # were recorded; the database keeps those as each job's earlier judgements).
-            changes = reruns_rejudge()
+            # were recorded; the database keeps those as each job's earlier judgements). A rerun
+            # already judged under today's rule is passed over: on a second load, every one.
+            changes = reruns_rejudge(every=False)
             changed = sum(count for (before, now), count in changes.items() if before != now)
             summaries["verdicts"] = f"{sum(changes.values())} reruns judged again, {changed} changed"
             # Their series' steps too (the Liger data's were judged as each version was imported).
