@@ -383,10 +383,12 @@ def _measured_runs_create(measuring: list[tuple[_Measured, object]]) -> list[Ben
 
 def _problem_runs(digests_: set[str]) -> dict[str, BenchmarkRun]:
     """A KernelBench run of each problem file (by its sha256), a current one where there is one,
-    in one query: the run whose kernel and workload a measurement of that file records."""
+    in one query: the run whose kernel and workload a measurement of that file records (only the
+    columns a measurement reads of it: not its manifest and figures, for every run of 14 versions)."""
     found: dict[str, BenchmarkRun] = {}
     runs = (
         BenchmarkRun.objects.select_related("kernel", "workload")
+        .only("kernel", "workload", "operation_mode", "metric", "superseded_by")
         .filter(
             source__slug=protocols.SOURCE["slug"],
             workload__spec__problem__sha256__in=[f"sha256:{digest}" for digest in digests_],
