@@ -74,14 +74,14 @@ class TokenAuthentication(authentication.TokenAuthentication):
     """DRF's, reading the token and then its user each with a statement compiled once, rather
     than compiling `Token.objects.select_related("user").get(key=…)` on every request that
     carries one: 0.34 ms → 0.09 ms of CPU a check (bench/token_auth.py, 2026-12-07, 2-core
-    x86_64, SQLite; docs/performance.md). The same answers: an unknown token, or one whose user is inactive or gone, is refused with
-    DRF's words."""
+    x86_64, SQLite; docs/performance.md). The same answers: an unknown token, or one whose user
+    is inactive or gone, is refused with DRF's words."""
 
     def authenticate_credentials(self, key):
         token = _one(self.get_model(), "key", key)
-        user = user_by_pk(token.user_id) if token is not None else None
         if token is None:
             raise exceptions.AuthenticationFailed(_("Invalid token."))
+        user = user_by_pk(token.user_id)
         if user is None or not user.is_active:
             raise exceptions.AuthenticationFailed(_("User inactive or deleted."))
         token.user = user

@@ -310,6 +310,8 @@ def _runs_rejudge(jobs, run_ids: list[int]) -> Counter:
     changes, changed_jobs, diverged, audits = Counter(), [], [], []
     shown = False  # a verdict or a level a page shows has changed
     now, rule = timezone.now(), judgement_rule()
+    # Read before judging, which stamps each job in memory: a chunk judged the same under the
+    # same rule then sends no UPDATE at all (a load of unchanged data writes nothing).
     stamped = {job.pk for job in mine if job.judged_under == rule}
     for job in mine:
         run = runs[job.run_id]
