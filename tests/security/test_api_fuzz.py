@@ -15,6 +15,7 @@ from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 from rest_framework.authtoken.models import Token
+from schemathesis.config import ProjectConfig
 from rest_framework.throttling import AnonRateThrottle
 from schemathesis.core.failures import FailureGroup
 
@@ -60,7 +61,26 @@ def role_tokens(request, world) -> dict[str, str | None]:
 
 
 @pytest.fixture
-def api_schema(role_tokens, wsgi_app, no_throttles):
+def configs_merged_once(monkeypatch):
+    """Schemathesis merges an operation's own config (`operations` below) into the project's on
+    every call of `phases_for` and `checks_config_for`, several times a case: a sixth of this
+    module's CPU (cProfile, 2026-12-07). Nothing changes the config during a test, so each
+    (config, operation, phase) is merged once and the merged config is reused."""
+    merged = {}
+    for name in ("phases_for", "checks_config_for"):
+        original = getattr(ProjectConfig, name)
+
+        def once(self, *, operation=None, _original=original, _name=name, **phase):
+            key = (_name, id(self), operation.label if operation is not None else None, *phase.values())
+            if key not in merged:
+                merged[key] = (self, _original(self, operation=operation, **phase))
+            return merged[key][1]
+
+        monkeypatch.setattr(ProjectConfig, name, once)
+
+
+@pytest.fixture
+def api_schema(role_tokens, wsgi_app, no_throttles, configs_merged_once):
     """The schema as the app serves it, loaded as the first role of the group."""
     config = {
         "generation": {"max-examples": EXAMPLES},
