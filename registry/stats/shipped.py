@@ -2,6 +2,7 @@
 `kernelindex-controlled-runs/v1` export) as verdict_model.Pair rows: what the model is fitted on
 and checked against. Reads the files with the standard library; no Django."""
 
+import functools
 import gzip
 import json
 import math
@@ -27,8 +28,34 @@ class Rerun:
 
 
 def entries(folder: Path):
+    """Every run entry of the folder's files, in file order. The figures read the same files
+    several times in one process (controlled_figures, blocks_report, the tests of both): each
+    file is decoded once while it stays as it was (its size and modification time); readers
+    only read what is yielded."""
     for path in sorted(Path(folder).glob("*.json.gz")):
-        yield from json.loads(gzip.decompress(path.read_bytes()))["runs"]
+        stat = path.stat()
+        yield from _runs_of(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=256)
+def _runs_of(path: str, mtime_ns: int, size: int) -> list:
+    return json.loads(gzip.decompress(Path(path).read_bytes()))["runs"]
+
+
+def estimate(job: dict) -> intervals.MedianEstimate:
+    """The job's median estimate (intervals.median_estimate of its samples, by its recorded blocks
+    where it has them), the same job read again not estimated again."""
+    block_ids = _block_ids(job)
+    key = (tuple(job["samples"]), tuple(block_ids) if isinstance(block_ids, list | tuple) else None)
+    try:
+        return _estimate(*key)
+    except TypeError:  # a sample or block id that is no number: estimated as it is, and refused there
+        return intervals.median_estimate(job["samples"], block_ids=block_ids)
+
+
+@functools.lru_cache(maxsize=65536)
+def _estimate(samples: tuple, block_ids: tuple | None) -> intervals.MedianEstimate:
+    return intervals.median_estimate(samples, block_ids=block_ids)
 
 
 def job_class(
@@ -74,7 +101,7 @@ def reruns(folder: Path, *, capped=verdict_model.power_capped) -> list[Rerun]:
         measure = next((job for job in entry["jobs"] if job["kind"] == "measure"), None)
         if measure is None or len(measure["samples"]) < 4:
             continue
-        old = intervals.median_estimate(measure["samples"], block_ids=_block_ids(measure))
+        old = estimate(measure)
         target = (
             entry["kernel"]["slug"],
             entry["workload"]["slug"],
@@ -91,7 +118,7 @@ def reruns(folder: Path, *, capped=verdict_model.power_capped) -> list[Rerun]:
                 workload="/".join(target),
                 key=key,
                 same_card=bool(cards[0]) and cards[0] == cards[1],
-                new=intervals.median_estimate(job["samples"], block_ids=_block_ids(job)),
+                new=estimate(job),
                 old=old,
                 cards=cards,
             )
