@@ -15,8 +15,8 @@ from django.core.wsgi import get_wsgi_application
 from django.db import close_old_connections
 from hypothesis import HealthCheck, settings
 from rest_framework.authtoken.models import Token
-from schemathesis.config import ProjectConfig
 from rest_framework.throttling import AnonRateThrottle
+from schemathesis.config import ProjectConfig
 from schemathesis.core.failures import FailureGroup
 
 from tests.security.conftest import ROLES
