@@ -139,12 +139,14 @@ class TestVerifyRegistry:
 SOURCES_DOC = ROOT / "docs" / "sources.md"
 
 
-def kernelbench_reruns_by(card: str) -> tuple[int, int, int]:
-    """The verdicts of the reruns a card ran of KernelBench workloads: agree, disagree, inconclusive."""
+def kernelbench_reruns_by(card: str, implementation: str = "") -> tuple[int, int, int]:
+    """The verdicts of the reruns a card ran of KernelBench workloads (of one implementation where
+    given): agree, disagree, inconclusive."""
     workloads = BenchmarkRun.objects.filter(source__slug="kernelbench").values("workload")
-    verdicts = RerunJob.objects.filter(
-        kind="rerun", gpu_uuid__startswith=card, run__workload__in=workloads
-    ).values_list("verdict", flat=True)
+    reruns = RerunJob.objects.filter(kind="rerun", gpu_uuid__startswith=card, run__workload__in=workloads)
+    if implementation:
+        reruns = reruns.filter(run__implementation__provider=implementation)
+    verdicts = reruns.values_list("verdict", flat=True)
     counts = Counter(verdicts)
     return counts["agrees"], counts["disagrees"], counts["inconclusive"]
 
@@ -204,9 +206,18 @@ class TestKernelBenchFiguresInTheSourcesDoc:
         h200_runs = BenchmarkRun.objects.current().filter(
             source__slug="kernelindex-controlled", gpu_product="NVIDIA H200", workload__in=workloads
         )
+
+        def reran(name: str, implementation: str) -> str:
+            agree, disagree, inconclusive = kernelbench_reruns_by("GPU-43d4bb4e", implementation)
+            return (
+                f"{name} {agree + disagree + inconclusive} ({agree} agree, {disagree} disagree, "
+                f"{inconclusive} inconclusive)"
+            )
+
+        assert f"{reran('eager', 'eager')}, {reran('compiled', 'compile-inductor-default')}" in text
         alone = h200_runs.exclude(rerun_jobs__kind="rerun").count()
         assert (
-            f"the {alone} H200 runs measured on GPU-34250b52 alone await a second H200, "
+            f"the {alone} H200 runs measured on GPU-43d4bb4e alone await another H200, "
             f"{eager - compiled['NVIDIA H200']} problems compiled on the H200 and "
             f"{eager - compiled['NVIDIA H100 80GB HBM3']} on the H100 have no current run" in text
         )

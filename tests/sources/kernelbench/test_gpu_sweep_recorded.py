@@ -1,5 +1,5 @@
-"""The shipped GPU sweep files (registry/sources/kernelbench/data/gpu/) recorded on KernelBench's
-history as `load_bundled_data` records them, in bulk, compared with what the line-by-line recorder
+"""The shipped GPU sweep files (registry/sources/kernelbench/data/gpu/, those shipped before
+2026-12-07) recorded on KernelBench's history as `load_bundled_data` records them, in bulk, compared with what the line-by-line recorder
 (one transaction a line, through `kernelbench_measurement_record` and `rerun_record_result`) left
 on 2026-12-07 at commit c853a84, before the bulk path replaced it: every controlled run (digest,
 rank, manifest and every other field), every measure job and every rerun job (samples, interval,
@@ -34,6 +34,7 @@ from django.conf import settings
 from registry.models import CONTROLLED_SOURCE_SLUG, BenchmarkRun, EvidenceLevel, Verdict
 from registry.reruns.models import JobKind, JobState, RerunJob
 from registry.reruns.services.record import LEVEL_AUDIT_ACTION, evidence_level_due, rerun_rejudge
+from registry.sources.kernelbench import services
 from registry.sources.kernelbench.measurements import gpu_sweep_record
 from registry.sources.kernelbench.services import GPU_DIR, bundled_load, kernelbench_import
 from tests.sources.kernelbench.conftest import write_folder
@@ -119,8 +120,26 @@ def bundled_outcomes() -> dict:
     return {name: summary for name, summary in bundled_load().items() if name != "kernelbench"}
 
 
+@pytest.fixture
+def files_the_fixture_holds(tmp_path, monkeypatch) -> Path:
+    """The shipped sweep files the line-by-line recorder recorded (the fixture's outcomes name
+    them), alone in a folder the load reads: files shipped after it was removed have no rows of
+    its to compare with (`load_bundled_data` records them on the same bulk path,
+    tests/sources/test_everything_that_ships.py)."""
+    folder = tmp_path / "gpu"
+    folder.mkdir()
+    expected = json.loads(gzip.decompress(FIXTURE.read_bytes()))
+    for name in expected["outcomes"]:
+        shipped = GPU_DIR / name.removeprefix("kernelbench ")
+        (folder / shipped.name).symlink_to(shipped)
+    monkeypatch.setattr(services, "GPU_DIR", folder)
+    return folder
+
+
 @pytest.mark.django_db(transaction=True, reset_sequences=True)
-def test_the_shipped_sweep_files_record_the_same_rows_as_the_line_by_line_recorder_and_again_nothing():
+def test_the_shipped_sweep_files_record_the_same_rows_as_the_line_by_line_recorder_and_again_nothing(
+    files_the_fixture_holds,
+):
     expected = json.loads(gzip.decompress(FIXTURE.read_bytes()))
     outcomes = bundled_outcomes()
     assert {name: counted(summary) for name, summary in outcomes.items()} == expected["outcomes"]
@@ -131,7 +150,7 @@ def test_the_shipped_sweep_files_record_the_same_rows_as_the_line_by_line_record
             assert row == wanted, f"{table}, row {number}"
     assert reports_and_audits() == one_at_a_time_trail()
     again = bundled_outcomes()
-    assert len(again) == len(list(GPU_DIR.glob("*.jsonl.gz")))
+    assert len(again) == len(list(files_the_fixture_holds.glob("*.jsonl.gz"))) == len(expected["outcomes"])
     assert all("measured" not in summary and "rerun" not in summary for summary in again.values()), again
     assert recorded() == found
     judged_as_one_at_a_time()
