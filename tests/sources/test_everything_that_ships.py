@@ -223,6 +223,52 @@ class TestKernelBenchFiguresInTheSourcesDoc:
         )
 
 
+class TestEverySourcesFiguresInTheProtocolDoc:
+    """docs/protocol.md's paragraph on every source: the share of current cuda-v1 latency runs
+    `reproduced`, and the verdicts of GPU-timed latency reruns on another card, KernelBench's by GPU
+    model and every source's, as the loaded registry has them."""
+
+    def test_the_paragraph_gives_the_registrys_figures(self, shipped):
+        text = " ".join((ROOT / "docs" / "protocol.md").read_text(encoding="utf-8").split())
+        latency = BenchmarkRun.objects.current().filter(
+            protocol__comparability_family="kernelindex/cuda-v1", metric="latency"
+        )
+        reproduced, runs = latency.filter(evidence_level="reproduced").count(), latency.count()
+        assert (
+            f"{reproduced / runs:.1%} of the current cuda-v1 latency runs are `reproduced` ({reproduced:,} of {runs:,})"
+            in text
+        )
+        kernelbench = set(
+            BenchmarkRun.objects.filter(source__slug="kernelbench").values_list("workload", flat=True)
+        )
+        reruns = RerunJob.objects.filter(
+            kind="rerun", run__metric="latency", run__protocol__comparability_family="kernelindex/cuda-v1"
+        ).exclude(verdict="")
+        counts = Counter()
+        for verdict, sampling, product, workload in reruns.values_list(
+            "verdict", "sampling", "run__gpu_product", "run__workload"
+        ):
+            if sampling.get("same_gpu") is not False or (sampling.get("verdict_model") or {}).get(
+                "host_bound"
+            ):
+                continue  # on the measuring card, or its figure includes the host's pace
+            counts["every", verdict] += 1
+            if workload in kernelbench:
+                counts[product, verdict] += 1
+
+        def share(group: str) -> str:
+            n = sum(counts[group, v] for v in ("agrees", "disagrees", "inconclusive"))
+            agree, disagree = counts[group, "agrees"], counts[group, "disagrees"]
+            return (
+                f"{agree / n:.1%} agree and {disagree / n:.1%} disagree ({agree:,} and {disagree} of {n:,})"
+            )
+
+        assert f"on the H200s {share('NVIDIA H200')}" in text
+        h100 = share("NVIDIA H100 80GB HBM3").replace(" agree and", " and").replace(" disagree (", " (")
+        assert f"on the H100s {h100}" in text
+        assert f"over every source and card {share('every')}" in text
+
+
 class TestTheSweepsStatusInTheDocs:
     """`controlled_sweep --gpu nvidia-h200 --status` on the loaded registry gives the targets,
     measured, reproduced and unsettled counts docs/reruns.md and the controlled runs' report quote."""
