@@ -438,7 +438,7 @@ def fit_process_component(
     Each pair keeps its own within-job variance (jobs differ in it by orders of magnitude). A class with too
     few same-card reruns borrows from the nearest group that has enough (_component_scopes)."""
     for scope, match in _component_scopes(key):
-        same = [p for p in _in_scope(pairs, match) if p.same_card]
+        same = [p for p in pairs if p.same_card and match(p.key)]
         if len(same) >= MIN_SAME_CARD:
             ratios = np.abs([p.log_ratio for p in same])
             within = np.array([p.new.variance + p.old.variance for p in same])
@@ -471,7 +471,7 @@ def fit_margin(pairs: list[Pair], key: str) -> tuple[float, int, float, float, s
     measured on the nearest group whose pairs are enough (_component_scopes: its band at and
     below the cap, then its side of 1 ms, then every GPU-timed op)."""
     for scope, match in _component_scopes(key):
-        cross = [abs(math.expm1(p.log_ratio)) for p in _in_scope(pairs, match) if not p.same_card]
+        cross = [abs(math.expm1(p.log_ratio)) for p in pairs if not p.same_card and match(p.key)]
         if len(cross) >= MIN_PAIRS:
             margin, low, high = intervals.quantile_interval(cross, q=MARGIN_QUANTILE)
             if math.isfinite(low) and math.isfinite(high):
@@ -480,13 +480,6 @@ def fit_margin(pairs: list[Pair], key: str) -> tuple[float, int, float, float, s
 
 
 LONG_BANDS = {name for low, name in BANDS if low >= 1.0}
-
-
-def _in_scope(pairs: list[Pair], match) -> list[Pair]:
-    """The pairs whose class a scope takes in: `match` reads only the class key, so it is asked
-    once for each of the few keys, not once for each of thousands of pairs."""
-    taken = {key for key in {p.key for p in pairs} if match(key)}
-    return [p for p in pairs if p.key in taken]
 
 
 def _component_scopes(key: str):

@@ -198,13 +198,14 @@ def rerun_rejudge(*, job_id: int) -> tuple[str, str] | None:
         .get(pk=job.run_id)
     )
     before = {name: getattr(job, name) for name in JUDGEMENT_FIELDS}
+    stamp = job.judged_under
     _judgement_store(job, run)
     if _judgement_changed(job, before):
         diverged = _earlier_judgement_keep(job, before, timezone.now())
         job.save(update_fields=[*JUDGEMENT_FIELDS, "state", "sampling", "judged_under"])
         if diverged:
             _divergence_report_open(job)
-    else:
+    elif job.judged_under != stamp:  # judged the same: only a new stamp to write, if any
         job.save(update_fields=["judged_under"])
     changed = run_level_settle(run=run, reason=f"Rerun job #{job.pk} judged again.")
     if changed or job.verdict != before["verdict"]:
