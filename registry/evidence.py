@@ -573,9 +573,9 @@ class RunEvidence:
             (r.model_account for r in self.reruns if r.model_account and r.same_gpu is False), None
         )
         model = verdict_model_for(self.measurement.job.gpu_slug)
-        if account is None or model is None or model.parameters(account["verdict_class"]) is None:
+        params = model.parameters(account["verdict_class"]) if account and model else None
+        if params is None or not math.isfinite(params.margin):  # no class, or no margin to judge by
             return None
-        params = model.parameters(account["verdict_class"])
         own = self.measurement.job.gpu_uuid
         others = [e for card, e in self.cards.items() if card != own]
         diff = intervals.pooled_difference(
@@ -587,7 +587,7 @@ class RunEvidence:
         )
         verdict = verdict_model.class_verdict(params, diff.low, diff.high)
         words = verdict_model.verdict_words(
-            verdict, account["verdict_class"], params.margin, params.disagree_beyond
+            verdict, account["verdict_class"], params.margin, params.disagree_beyond, model.gpu_name
         )
         return {
             "cards": len(self.cards),

@@ -10,8 +10,8 @@ and clock-event reasons did while each block was timed.
 The files are the sweep's exports (`kernelindex-controlled-runs/v1`), kept in bench/results/
 rather than registry/data/controlled-runs/: one card measured them, so none can be `reproduced`
 until another card of the model reruns it. The interval's between-process component comes from
-the shipped verdict model (registry/data/verdict-model-nvidia-h200.json, the only GPU model with
-one), by the class each pair falls in; the report also gives the coverage without it, and the
+the shipped H200 verdict model (registry/data/verdict-model-nvidia-h200.json; the H100's, fitted on
+KernelBench's sweeps, had no same-card reruns to fit one on), by the class each pair falls in; the report also gives the coverage without it, and the
 component these reruns would ask for on their own. numpy, scipy and registry/stats; no Django.
 """
 

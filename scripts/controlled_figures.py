@@ -5,11 +5,13 @@ of cards, sampling and where the host's seconds went.
 
     .venv/bin/python scripts/controlled_figures.py [registry/data/controlled-runs] [--since 2026-12-01T10:00]
     .venv/bin/python scripts/controlled_figures.py --verdicts [--write-model registry/data/verdict-model-nvidia-h200.json]
+    .venv/bin/python scripts/controlled_figures.py --gpu-model nvidia-h100-80gb-hbm3 [--write-model]
 
 `--verdicts`: the verdict model's figures (registry/stats/; docs/protocol.md, "Verdicts by class"):
 each class's between-process component and margin, and every "Done when" figure of issue 35 on
 the shipped reruns judged again under it. `--write-model`: also write the model's parameters, which
-the recorder and `rejudge_reruns` judge by.
+the recorder and `rejudge_reruns` judge by. `--gpu-model`: the same for a GPU model that only
+KernelBench's sweeps measured on (the H100s), fitted on those sweeps' reruns.
 
 `--since`: the host seconds of the measure jobs started from then on, and of those before, as well
 (the harness has run upstream's setup on the GPU since 2026-12-01T10:00 UTC; docs/protocol.md).
@@ -285,7 +287,7 @@ def _print_pairs(pairs: dict) -> None:
             )
 
 
-GPU = "nvidia-h200"
+GPU, GPU_NAME = "nvidia-h200", "H200"
 MODEL_PATH = ROOT / "registry" / "data" / f"verdict-model-{GPU}.json"
 
 
@@ -294,7 +296,7 @@ def verdict_figures(folder: Path, write_model: Path | None = None) -> dict:
     verdicts; returns them by name (tests/stats/test_protocol_figures.py reads this)."""
     rows = shipped.reruns(folder)
     pairs = [row.pair for row in rows]
-    model = verdict_model.fit(pairs, gpu=GPU)
+    model = verdict_model.fit(pairs, gpu=GPU, gpu_name=GPU_NAME)
     if write_model:
         write_model.write_text(json.dumps(model.to_json(), indent=1, ensure_ascii=False) + "\n")
         print(
@@ -390,6 +392,60 @@ def verdict_figures(folder: Path, write_model: Path | None = None) -> dict:
         )
     figures.update(_reproduced_figures(folder, model))
     figures["model"] = model
+    return figures
+
+
+# GPU models only KernelBench's runs were measured on: their verdict models are fitted on
+# KernelBench's shipped sweep files (registry/sources/kernelbench/pairs.py), each on its own cards.
+KERNELBENCH_GPUS = ("nvidia-h100-80gb-hbm3",)
+
+
+def kernelbench_model_figures(gpu: str, write_model: Path | None = None) -> dict:
+    """Fit the verdict model of a GPU model that only KernelBench's sweeps measured on, on those
+    sweeps' reruns, and print its classes and checks: agreement of GPU-timed reruns on another
+    card, leave one kernel out, the shift test. `write_model`: also write its parameters."""
+    from registry.sources.kernelbench import pairs as kernelbench_pairs  # the importer's names: Django's slugify
+
+    rows = kernelbench_pairs.pairs(gpu)
+    model = verdict_model.fit(rows, gpu=gpu, gpu_name=kernelbench_pairs.gpu_name(gpu))
+    if write_model:
+        write_model.write_text(json.dumps(model.to_json(), indent=1, ensure_ascii=False) + "\n")
+        print(f"model written: {write_model.relative_to(ROOT) if write_model.is_relative_to(ROOT) else write_model}")
+    figures = {"model": model, "reruns": len(rows), "same card": sum(p.same_card for p in rows)}
+    print(f"{gpu}: {len(rows)} reruns of KernelBench's sweeps, {figures['same card']} on the measuring card")
+    for key, params in sorted(model.classes.items()):
+        print(f"  {key:45} {params.process_sd:.2%} ({params.process_from}) | ±{params.margin:.1%} ({params.margin_from})")
+
+    def gpu_timed_cross(pair) -> bool:
+        return not pair.same_card and verdict_model.is_gpu_timed(pair.key)
+
+    cross = [p for p in rows if gpu_timed_cross(p)]
+    counts = Counter(verdict_model.verdicts(model, cross))
+    loko = Counter(verdict_model.leave_one_kernel_out(rows, gpu=gpu, select=gpu_timed_cross))
+    figures.update(
+        {
+            "cross n": len(cross),
+            "cross agree": counts["agrees"] / len(cross),
+            "cross disagree": counts["disagrees"] / len(cross),
+            "loko agree": loko["agrees"] / sum(loko.values()),
+            "host-bound cross n": sum(not p.same_card and not verdict_model.is_gpu_timed(p.key) for p in rows),
+        }
+    )
+    print(
+        f"GPU-timed latency reruns on another card: {len(cross)}; agree {figures['cross agree']:.1%}, disagree "
+        f"{figures['cross disagree']:.1%}; leave one kernel out {figures['loko agree']:.1%} agree; "
+        f"judged apart (the host's pace in the figure): {figures['host-bound cross n']}"
+    )
+    long_enough = [p for p in cross if p.old.median >= 0.1]
+    figures["shift n"] = len(long_enough)
+    for shift in verdict_model.SHIFTS:
+        shifted = Counter(verdict_model.verdicts(model, long_enough, shift=shift))
+        figures[f"shift {shift:.0%} agree"] = shifted["agrees"] / len(long_enough)
+        figures[f"shift {shift:.0%} disagree"] = shifted["disagrees"] / len(long_enough)
+        print(
+            f"shift test +{shift:.0%} ({len(long_enough)} reruns of 0.1 ms or more): agree "
+            f"{figures[f'shift {shift:.0%} agree']:.1%}, disagree {figures[f'shift {shift:.0%} disagree']:.1%}"
+        )
     return figures
 
 
@@ -493,7 +549,7 @@ def _cap_by_clock(figures: dict, folder: Path) -> None:
         (r.get("sm_clock_mhz") or 0) >= SLOWED_BELOW_MHZ for r in named
     )
     every = shipped.reruns(folder, capped=_capped_and_slowed)
-    model = verdict_model.fit([row.pair for row in every], gpu=GPU)
+    model = verdict_model.fit([row.pair for row in every], gpu=GPU, gpu_name=GPU_NAME)
     cross = [row.pair for row in every if verdict_model.is_gpu_timed(row.pair.key) and not row.pair.same_card]
     long_enough = [p for p in cross if p.old.median >= 0.1]
     figures["slowed agree"], figures["slowed shift 5% agree"] = _agree_and_shifted(model, cross, long_enough)
@@ -600,7 +656,17 @@ if __name__ == "__main__":
         default=None,
         help=f"with --verdicts: write the model's parameters (default {MODEL_PATH.relative_to(ROOT)})",
     )
+    parser.add_argument(
+        "--gpu-model",
+        choices=KERNELBENCH_GPUS,
+        help="the verdict model of a GPU model only KernelBench's sweeps measured on (with --write-model: "
+        "registry/data/verdict-model-<gpu>.json)",
+    )
     args = parser.parse_args()
+    if args.gpu_model:
+        path = ROOT / "registry" / "data" / f"verdict-model-{args.gpu_model}.json"
+        kernelbench_model_figures(args.gpu_model, path if args.write_model else None)
+        sys.exit(0)
     if not args.folder.is_dir() or not list(args.folder.glob("*.json.gz")):
         parser.error(f"{args.folder}: no controlled-run exports (*.json.gz) there")
     if args.verdicts or args.write_model:

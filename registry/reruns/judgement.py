@@ -8,6 +8,7 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +48,7 @@ class Judgement:
     high: float | None
     how: str
     verdict: str
-    tolerance: float
+    tolerance: float | None  # None: a model class with too few pairs of cards for a margin
     measured_by: RerunJob | None
     # The verdict model's account (verdict_class, class_words, margin, margin_from, host_bound,
     # words), for a cuda-v1 latency rerun judged by it; None under the fixed tolerance.
@@ -171,12 +172,13 @@ def model_judgement(
         return None
     params = model.parameters(key)
     diff = judged.difference
+    margin = params.margin if math.isfinite(params.margin) else None  # None: too few pairs for one
     account = {
         "verdict_class": key,
         "class_words": verdict_model.class_words(key),
-        "margin": params.margin,
+        "margin": margin,
         "margin_from": params.margin_from,
-        "disagree_beyond": judged.beyond,
+        "disagree_beyond": judged.beyond if margin is not None else None,
         "confidence": model.verdict_confidence,
         "host_bound": why,
         "host_paced": verdict_model.is_paced(key),
@@ -196,7 +198,7 @@ def model_judgement(
         diff.high,
         how,
         judged.verdict,
-        params.margin,
+        margin,
         measured_by,
         account,
     )

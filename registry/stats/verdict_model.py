@@ -336,10 +336,12 @@ class Model:
     confidence: float  # of the measurement's interval for a rerun's median (rerun_interval)
     classes: dict[str, ClassParameters] = field(default_factory=dict)
     verdict_confidence: float = VERDICT_CONFIDENCE  # of the difference's interval a verdict reads
+    gpu_name: str = "GPU"  # the card as a visitor says it, in a verdict's words ("H200")
 
     def to_json(self) -> dict:
         return {
             "gpu": self.gpu,
+            "gpu_name": self.gpu_name,
             "confidence": self.confidence,
             "verdict_confidence": self.verdict_confidence,
             "margin_quantile": MARGIN_QUANTILE,
@@ -359,6 +361,7 @@ class Model:
             confidence=document["confidence"],
             classes=classes,
             verdict_confidence=document.get("verdict_confidence", document["confidence"]),
+            gpu_name=document.get("gpu_name", "GPU"),
         )
 
     def parameters(self, key: str) -> ClassParameters | None:
@@ -396,6 +399,9 @@ def judge(
     if params is None:
         return None
     diff = intervals.difference(new, old, confidence=model.verdict_confidence)
+    if not math.isfinite(params.margin):  # too few pairs of cards for a margin: nothing to judge by
+        words = f"inconclusive: no margin for {class_words(key)} on {gpu_name} cards yet: {params.margin_from}"
+        return Judged("inconclusive", diff, key, params.margin, words, params.disagree_beyond)
     verdict = class_verdict(params, diff.low, diff.high)
     words = verdict_words(verdict, key, params.margin, params.disagree_beyond, gpu_name)
     return Judged(verdict, diff, key, params.margin, words, params.disagree_beyond)
@@ -416,10 +422,10 @@ def verdict_words(verdict: str, key: str, margin: float, beyond: float, gpu_name
     }[verdict]
 
 
-def fit(pairs: list[Pair], *, gpu: str, confidence: float = intervals.CONFIDENCE) -> Model:
+def fit(pairs: list[Pair], *, gpu: str, gpu_name: str = "GPU", confidence: float = intervals.CONFIDENCE) -> Model:
     """Fit every class seen in `pairs`: its between-process component from same-card reruns, then
-    its margin from cross-card pairs."""
-    model = Model(gpu=gpu, confidence=confidence)
+    its margin from cross-card pairs. `gpu_name`: the card in a visitor's words ("H200")."""
+    model = Model(gpu=gpu, confidence=confidence, gpu_name=gpu_name)
     for key in sorted({pair.key for pair in pairs}):
         sd, df, source = fit_process_component(pairs, key)
         margin, count, low, high, margin_from = fit_margin(pairs, key)
@@ -470,13 +476,15 @@ def fit_margin(pairs: list[Pair], key: str) -> tuple[float, int, float, float, s
     A class whose pairs are too few for that interval to be finite (about 60) has its margin
     measured on the nearest group whose pairs are enough (_component_scopes: its band at and
     below the cap, then its side of 1 ms, then every GPU-timed op)."""
+    own = None  # the class's own pairs, named where no scope has enough
     for scope, match in _component_scopes(key):
         cross = [abs(math.expm1(p.log_ratio)) for p in pairs if not p.same_card and match(p.key)]
+        own = own or f"{len(cross)} pairs of cards on {scope}, too few for a margin"
         if len(cross) >= MIN_PAIRS:
             margin, low, high = intervals.quantile_interval(cross, q=MARGIN_QUANTILE)
             if math.isfinite(low) and math.isfinite(high):
                 return margin, len(cross), low, high, f"{len(cross)} pairs of cards on {scope}"
-    return math.nan, 0, math.nan, math.nan, "no pairs of cards"
+    return math.nan, 0, math.nan, math.nan, own if own and not own.startswith("0 ") else "no pairs of cards"
 
 
 LONG_BANDS = {name for low, name in BANDS if low >= 1.0}
