@@ -223,6 +223,24 @@ class TestKernelBenchFiguresInTheSourcesDoc:
         )
 
 
+class TestKernelBenchPairsAreTheRegistrys:
+    """registry/sources/kernelbench/pairs.py, which the H100's verdict model is fitted on, reads the
+    shipped sweep files as the recorder pairs them: each GPU model's reruns of KernelBench
+    workloads, by kernel and class, are the loaded registry's, and each states its class."""
+
+    @pytest.mark.parametrize("gpu", ["nvidia-h200", "nvidia-h100-80gb-hbm3"])
+    def test_by_kernel_and_class(self, shipped, gpu):
+        from registry.sources.kernelbench import pairs
+
+        workloads = BenchmarkRun.objects.filter(source__slug="kernelbench").values("workload")
+        reruns = RerunJob.objects.filter(kind="rerun", gpu_slug=gpu, run__workload__in=workloads).exclude(verdict="")
+        found = Counter(
+            (kernel, sampling["verdict_model"]["verdict_class"])
+            for kernel, sampling in reruns.values_list("run__kernel__slug", "sampling")
+        )
+        assert found and found == Counter((pair.kernel, pair.key) for pair in pairs.pairs(gpu))
+
+
 class TestEverySourcesFiguresInTheProtocolDoc:
     """docs/protocol.md's paragraph on every source: the share of current cuda-v1 latency runs
     `reproduced`, and the verdicts of GPU-timed latency reruns on another card, KernelBench's by GPU

@@ -115,3 +115,45 @@ def host_kind_phrases(figures: dict) -> list[str]:
 def test_the_shipped_model_is_the_one_the_script_fits(figures):
     shipped = json.loads((ROOT / "registry" / "data" / "verdict-model-nvidia-h200.json").read_text())
     assert shipped == figures["model"].to_json()
+
+
+H100 = "nvidia-h100-80gb-hbm3"
+
+
+@pytest.fixture(scope="module")
+def h100_figures() -> dict:
+    module = load_script("controlled_figures")
+    return module.kernelbench_model_figures(H100)
+
+
+class TestTheH100Model:
+    """docs/protocol.md, "The H100's model": fitted on KernelBench's sweeps of the H100 cards, its
+    classes and checks as scripts/controlled_figures.py --gpu-model prints them, and the shipped
+    model the one it fits."""
+
+    def test_the_shipped_model_is_the_one_the_script_fits(self, h100_figures):
+        shipped = json.loads((ROOT / "registry" / "data" / f"verdict-model-{H100}.json").read_text())
+        assert shipped == h100_figures["model"].to_json()
+        assert shipped["gpu_name"] == "H100 80GB HBM3"
+
+    def test_the_paragraph_and_table_give_the_scripts_figures(self, h100_figures):
+        text = section()
+        flat = " ".join(text.split())
+        for key, params in sorted(h100_figures["model"].classes.items()):
+            name = key.split("|", 1)[1].replace("|", ", ")
+            if params.margin == params.margin:  # finite
+                row = f"| {name} | ±{params.margin:.1%} ({params.margin_from}) | ±{params.disagree_beyond:.1%} |"
+            else:
+                row = f"| {name} | none ({params.margin_from}) | — |"
+            assert row in text, f"docs/protocol.md lacks: {row}"
+        pct = "{:.1%}".format
+        figures = h100_figures
+        assert figures["same card"] == 0
+        for phrase in (
+            f"{figures['reruns']} reruns, none on the measuring card",
+            f"Of its {figures['cross n']} GPU-timed reruns on another card, {pct(figures['cross agree'])} agree and "
+            f"{pct(figures['cross disagree'])} disagree; leave one kernel out {pct(figures['loko agree'])} agree; "
+            f"shifted by +5%, {pct(figures['shift 5% agree'])} agree; by +10%, {pct(figures['shift 10% disagree'])} "
+            f"disagree ({figures['shift n']} reruns of 0.1 ms or more)",
+        ):
+            assert phrase in flat, f"docs/protocol.md lacks: {phrase}"

@@ -300,3 +300,32 @@ class TestShippedModel:
         for key, params in model.classes.items():
             assert 0 < params.margin < 1 or key.endswith(verdict_model.HOST_BOUND)
             assert "pairs of cards" in params.margin_from and "same-card reruns" in params.process_from
+
+
+class TestAClassWithoutAMargin:
+    """A class whose pairs of cards are too few for a finite interval of their 95th percentile
+    (about 60) has no margin: its reruns are inconclusive, and say why."""
+
+    def test_too_few_pairs_give_no_margin_and_name_how_many_there_were(self):
+        rng = np.random.default_rng(11)
+        few = [p for p in pairs(rng, count=50, process_sd=0.002, card_sd=0.01) if not p.same_card]
+        margin, count, *_, margin_from = verdict_model.fit_margin(few, KEY)
+        assert math.isnan(margin) and count == 0
+        assert margin_from == "25 pairs of cards on 1–10 ms ops below the power cap, too few for a margin"
+
+    def test_its_rerun_is_inconclusive_however_close_and_the_model_writes_no_nan(self):
+        rng = np.random.default_rng(12)
+        model = verdict_model.fit(
+            [p for p in pairs(rng, count=50, process_sd=0.002, card_sd=0.01) if not p.same_card],
+            gpu="nvidia-h100-80gb-hbm3",
+            gpu_name="H100 80GB HBM3",
+        )
+        judged = verdict_model.judge(model, KEY, estimate(0.0), estimate(0.0), gpu_name=model.gpu_name)
+        assert judged.verdict == "inconclusive"
+        assert judged.words.startswith(
+            "inconclusive: no margin for 1–10 ms ops below the power cap on H100 80GB HBM3 cards yet: 25 pairs"
+        )
+        document = model.to_json()
+        assert document["classes"][KEY]["margin"] is None and document["gpu_name"] == "H100 80GB HBM3"
+        assert "NaN" not in json.dumps(document)
+        assert verdict_model.Model.from_json(document).to_json() == document
