@@ -240,6 +240,19 @@ class TestKernelBenchPairsAreTheRegistrys:
         )
         assert found and found == Counter((pair.kernel, pair.key) for pair in pairs.pairs(gpu))
 
+    def test_a_class_without_a_margin_says_so_on_the_page_the_job_and_the_api(self, shipped, client):
+        job = RerunJob.objects.filter(
+            kind="rerun", gpu_slug="nvidia-h100-80gb-hbm3", sampling__verdict_model__margin=None
+        ).first()
+        assert job is not None and job.verdict == "inconclusive" and job.tolerance is None
+        words = "no margin for ops whose timed pass the host paces on H100 80GB HBM3 cards yet: "
+        assert job.sampling["verdict_model"]["words"].startswith(f"inconclusive: {words}")
+        page = client.get(f"/runs/{job.run_id}/").content.decode()
+        assert words in page and "±%" not in page
+        assert "no margin for ops whose timed pass the host paces: " in client.get(f"/jobs/{job.pk}/").content.decode()
+        answer = client.get(f"/api/v1/runs/{job.run_id}/")
+        assert answer.status_code == 200 and words in json.dumps(answer.json(), ensure_ascii=False)
+
 
 class TestEverySourcesFiguresInTheProtocolDoc:
     """docs/protocol.md's paragraph on every source: the share of current cuda-v1 latency runs
