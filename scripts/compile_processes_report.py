@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""What `bench/compile_processes.py` measured: each KernelBench problem under `torch.compile` in
+several fresh processes on one card, as Markdown on standard output. For each problem, every
+process's median with its 90% interval from its own independent blocks (registry/stats, the
+verdict's interval), how far the processes' medians lie apart, and whether the programs the
+processes compiled were the same (the code Inductor generated; the configurations its autotuning
+chose). No Django.
+
+    .venv/bin/python scripts/compile_processes_report.py bench/results/compile-processes/FILE.jsonl
+"""
+
+import argparse
+import json
+import math
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from registry.stats import intervals  # noqa: E402
+
+CONFIDENCE = 0.90  # the verdict model's (verdict_model.VERDICT_CONFIDENCE)
+
+
+def entries(path: Path) -> dict[tuple[str, str], list[dict]]:
+    by_problem = defaultdict(list)
+    for line in path.read_text().splitlines():
+        if line.strip():
+            entry = json.loads(line)
+            by_problem[entry["level"], entry["problem"]].append(entry)
+    return dict(by_problem)
+
+
+def problem_figures(processes: list[dict]) -> dict:
+    """The processes' medians, the largest relative difference between two of them with the
+    interval of that difference, and how many distinct programs (code, configurations) they ran."""
+    measured = [p for p in processes if "median" in p]
+    estimates = [intervals.median_estimate(p["samples"], block_ids=p.get("sample_blocks")) for p in measured]
+    if len(estimates) < 2:
+        return {"processes": len(processes), "measured": len(measured)}
+    low, high = min(range(len(estimates)), key=lambda i: estimates[i].log_median), max(
+        range(len(estimates)), key=lambda i: estimates[i].log_median
+    )
+    difference = intervals.difference(estimates[high], estimates[low], confidence=CONFIDENCE)
+    programs = [(p["program"]["code"], p["program"]["configs"]) for p in measured]
+    return {
+        "processes": len(processes),
+        "measured": len(measured),
+        "medians": [p["median"] for p in measured],
+        "spread": math.expm1(estimates[high].log_median - estimates[low].log_median),
+        "spread_low": difference.low,
+        "codes": len({code for code, _ in programs}),
+        "configs": len({configs for _, configs in programs}),
+        "same_program_spread": _same_program_spread(measured, estimates, programs),
+        "cards": sorted({p["gpu_uuid"][:12] for p in measured}),
+        "gpu": measured[0]["gpu_name"],
+    }
+
+
+def _same_program_spread(measured, estimates, programs) -> float | None:
+    """The largest relative difference between two processes that compiled the same program."""
+    spreads = []
+    for i in range(len(measured)):
+        for j in range(i + 1, len(measured)):
+            if programs[i] == programs[j]:
+                spreads.append(math.expm1(abs(estimates[i].log_median - estimates[j].log_median)))
+    return max(spreads) if spreads else None
+
+
+def report(path: Path) -> str:
+    by_problem = entries(path)
+    figures = {key: problem_figures(processes) for key, processes in sorted(by_problem.items())}
+    measured = [f for f in figures.values() if f.get("measured", 0) >= 2]
+    cards = sorted({card for f in measured for card in f["cards"]})
+    lines = [
+        f"# `torch.compile` process by process: {measured[0]['gpu'] if measured else 'no card'}",
+        "",
+        f"Written by `.venv/bin/python scripts/compile_processes_report.py {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}`"
+        " from the lines `bench/compile_processes.py` wrote: each problem compiled and measured "
+        "(kernelindex-cuda-v1, three independent blocks) in several fresh processes in turn, each with "
+        f"Inductor's and Triton's caches of its own, on {', '.join(cards) or 'no card'}.",
+        "",
+        "| problem | processes | medians (ms) | largest difference | its 90% interval's lower end | "
+        "programs: code / configurations | largest difference, same program |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for (level, problem), f in figures.items():
+        if f.get("measured", 0) < 2:
+            lines.append(f"| {level}/{problem} | {f['processes']} ({f['measured']} measured) | | | | | |")
+            continue
+        same = f["same_program_spread"]
+        lines.append(
+            f"| {level}/{problem} | {f['measured']} | {', '.join(f'{m:.4g}' for m in f['medians'])} | "
+            f"{f['spread']:+.1%} | {f['spread_low']:+.1%} | {f['codes']} / {f['configs']} | "
+            f"{'—' if same is None else f'{same:.1%}'} |"
+        )
+    apart = [f for f in measured if f["spread_low"] > 0.02]
+    explained = [f for f in apart if f["codes"] > 1 or f["configs"] > 1]
+    lines += [
+        "",
+        f"{len(apart)} of {len(measured)} problems ran more than 2% apart in different processes (the "
+        "lower end of the difference's 90% interval beyond +2%); in "
+        f"{len(explained)} of them the processes compiled different programs (code or configurations).",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("path", type=Path)
+    args = parser.parse_args()
+    print(report(args.path.resolve()))
