@@ -362,15 +362,7 @@ def verdict_figures(folder: Path, write_model: Path | None = None) -> dict:
         f"kernel's component fitted on the other kernels; {figures['coverage within']:.1%} with the within-job "
         "variance alone"
     )
-    long_enough = [p for p in cross if p.old.median >= 0.1]
-    for shift in verdict_model.SHIFTS:
-        shifted = Counter(verdict_model.verdicts(model, long_enough, shift=shift))
-        figures[f"shift {shift:.0%} agree"] = shifted["agrees"] / len(long_enough)
-        figures[f"shift {shift:.0%} disagree"] = shifted["disagrees"] / len(long_enough)
-        print(
-            f"shift test +{shift:.0%} (GPU-timed, 0.1 ms or more, {len(long_enough)} reruns on another card): "
-            f"agree {figures[f'shift {shift:.0%} agree']:.1%}, disagree {figures[f'shift {shift:.0%} disagree']:.1%}"
-        )
+    long_enough = _shift_test(figures, model, cross, "GPU-timed, 0.1 ms or more, {} reruns on another card")
     _misses(figures, model, cross, long_enough)
     _disagreements(figures, model, [row for row in gpu_timed if not row.pair.same_card])
     _cap_by_clock(figures, folder)
@@ -436,17 +428,24 @@ def kernelbench_model_figures(gpu: str, write_model: Path | None = None) -> dict
         f"{figures['cross disagree']:.1%}; leave one kernel out {figures['loko agree']:.1%} agree; "
         f"judged apart (the host's pace in the figure): {figures['host-bound cross n']}"
     )
+    figures["shift n"] = len(_shift_test(figures, model, cross, "{} reruns of 0.1 ms or more"))
+    return figures
+
+
+def _shift_test(figures: dict, model, cross: list, what: str) -> list:
+    """The shift test on the GPU-timed reruns on another card of 0.1 ms or more, their samples
+    scaled by each of verdict_model.SHIFTS: the share that agree and that disagree, into `figures`
+    and printed (`what`: their description, with a place for their count). Returns those reruns."""
     long_enough = [p for p in cross if p.old.median >= 0.1]
-    figures["shift n"] = len(long_enough)
     for shift in verdict_model.SHIFTS:
         shifted = Counter(verdict_model.verdicts(model, long_enough, shift=shift))
         figures[f"shift {shift:.0%} agree"] = shifted["agrees"] / len(long_enough)
         figures[f"shift {shift:.0%} disagree"] = shifted["disagrees"] / len(long_enough)
         print(
-            f"shift test +{shift:.0%} ({len(long_enough)} reruns of 0.1 ms or more): agree "
+            f"shift test +{shift:.0%} ({what.format(len(long_enough))}): agree "
             f"{figures[f'shift {shift:.0%} agree']:.1%}, disagree {figures[f'shift {shift:.0%} disagree']:.1%}"
         )
-    return figures
+    return long_enough
 
 
 def _misses(figures: dict, model, cross: list, long_enough: list) -> None:
