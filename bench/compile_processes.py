@@ -94,7 +94,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     began = time.monotonic()
     wanted = {tuple(name.split("/", 1)) for name in args.names}
-    chosen = [p for p in problems(BUNDLED, sorted({level for level, _ in wanted})) if (p["level"], p["problem"]) in wanted]
+    chosen = [
+        p
+        for p in problems(BUNDLED, sorted({level for level, _ in wanted}))
+        if (p["level"], p["problem"]) in wanted
+    ]
     missing = wanted - {(p["level"], p["problem"]) for p in chosen}
     if missing:
         parser.error(f"no such problem in the newest version: {sorted(missing)}")
@@ -113,7 +117,12 @@ def main(argv=None) -> int:
                 if time.monotonic() - began > args.deadline:
                     print("deadline", flush=True)
                     return 0
-                entry = {"level": key[0], "problem": key[1], "process": round_, **measure(problem, args.budget, args.device)}
+                entry = {
+                    "level": key[0],
+                    "problem": key[1],
+                    "process": round_,
+                    **measure(problem, args.budget, args.device),
+                }
                 out.write(json.dumps(entry) + "\n")
                 out.flush()
                 done[key] = done.get(key, 0) + 1

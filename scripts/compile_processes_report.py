@@ -39,8 +39,9 @@ def problem_figures(processes: list[dict]) -> dict:
     estimates = [intervals.median_estimate(p["samples"], block_ids=p.get("sample_blocks")) for p in measured]
     if len(estimates) < 2:
         return {"processes": len(processes), "measured": len(measured)}
-    low, high = min(range(len(estimates)), key=lambda i: estimates[i].log_median), max(
-        range(len(estimates)), key=lambda i: estimates[i].log_median
+    low, high = (
+        min(range(len(estimates)), key=lambda i: estimates[i].log_median),
+        max(range(len(estimates)), key=lambda i: estimates[i].log_median),
     )
     difference = intervals.difference(estimates[high], estimates[low], confidence=CONFIDENCE)
     programs = [(p["program"]["code"], p["program"]["configs"]) for p in measured]

@@ -396,17 +396,23 @@ def kernelbench_model_figures(gpu: str, write_model: Path | None = None) -> dict
     """Fit the verdict model of a GPU model that only KernelBench's sweeps measured on, on those
     sweeps' reruns, and print its classes and checks: agreement of GPU-timed reruns on another
     card, leave one kernel out, the shift test. `write_model`: also write its parameters."""
-    from registry.sources.kernelbench import pairs as kernelbench_pairs  # the importer's names: Django's slugify
+    from registry.sources.kernelbench import (
+        pairs as kernelbench_pairs,  # the importer's names: Django's slugify
+    )
 
     rows = kernelbench_pairs.pairs(gpu)
     model = verdict_model.fit(rows, gpu=gpu, gpu_name=kernelbench_pairs.gpu_name(gpu))
     if write_model:
         write_model.write_text(json.dumps(model.to_json(), indent=1, ensure_ascii=False) + "\n")
-        print(f"model written: {write_model.relative_to(ROOT) if write_model.is_relative_to(ROOT) else write_model}")
+        print(
+            f"model written: {write_model.relative_to(ROOT) if write_model.is_relative_to(ROOT) else write_model}"
+        )
     figures = {"model": model, "reruns": len(rows), "same card": sum(p.same_card for p in rows)}
     print(f"{gpu}: {len(rows)} reruns of KernelBench's sweeps, {figures['same card']} on the measuring card")
     for key, params in sorted(model.classes.items()):
-        print(f"  {key:45} {params.process_sd:.2%} ({params.process_from}) | ±{params.margin:.1%} ({params.margin_from})")
+        print(
+            f"  {key:45} {params.process_sd:.2%} ({params.process_from}) | ±{params.margin:.1%} ({params.margin_from})"
+        )
 
     def gpu_timed_cross(pair) -> bool:
         return not pair.same_card and verdict_model.is_gpu_timed(pair.key)
@@ -420,7 +426,9 @@ def kernelbench_model_figures(gpu: str, write_model: Path | None = None) -> dict
             "cross agree": counts["agrees"] / len(cross),
             "cross disagree": counts["disagrees"] / len(cross),
             "loko agree": loko["agrees"] / sum(loko.values()),
-            "host-bound cross n": sum(not p.same_card and not verdict_model.is_gpu_timed(p.key) for p in rows),
+            "host-bound cross n": sum(
+                not p.same_card and not verdict_model.is_gpu_timed(p.key) for p in rows
+            ),
         }
     )
     print(

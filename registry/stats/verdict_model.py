@@ -400,7 +400,9 @@ def judge(
         return None
     diff = intervals.difference(new, old, confidence=model.verdict_confidence)
     if not math.isfinite(params.margin):  # too few pairs of cards for a margin: nothing to judge by
-        words = f"inconclusive: no margin for {class_words(key)} on {gpu_name} cards yet: {params.margin_from}"
+        words = (
+            f"inconclusive: no margin for {class_words(key)} on {gpu_name} cards yet: {params.margin_from}"
+        )
         return Judged("inconclusive", diff, key, params.margin, words, params.disagree_beyond)
     verdict = class_verdict(params, diff.low, diff.high)
     words = verdict_words(verdict, key, params.margin, params.disagree_beyond, gpu_name)
@@ -422,7 +424,9 @@ def verdict_words(verdict: str, key: str, margin: float, beyond: float, gpu_name
     }[verdict]
 
 
-def fit(pairs: list[Pair], *, gpu: str, gpu_name: str = "GPU", confidence: float = intervals.CONFIDENCE) -> Model:
+def fit(
+    pairs: list[Pair], *, gpu: str, gpu_name: str = "GPU", confidence: float = intervals.CONFIDENCE
+) -> Model:
     """Fit every class seen in `pairs`: its between-process component from same-card reruns, then
     its margin from cross-card pairs. `gpu_name`: the card in a visitor's words ("H200")."""
     model = Model(gpu=gpu, confidence=confidence, gpu_name=gpu_name)

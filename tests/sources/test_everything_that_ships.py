@@ -233,7 +233,9 @@ class TestKernelBenchPairsAreTheRegistrys:
         from registry.sources.kernelbench import pairs
 
         workloads = BenchmarkRun.objects.filter(source__slug="kernelbench").values("workload")
-        reruns = RerunJob.objects.filter(kind="rerun", gpu_slug=gpu, run__workload__in=workloads).exclude(verdict="")
+        reruns = RerunJob.objects.filter(kind="rerun", gpu_slug=gpu, run__workload__in=workloads).exclude(
+            verdict=""
+        )
         found = Counter(
             (kernel, sampling["verdict_model"]["verdict_class"])
             for kernel, sampling in reruns.values_list("run__kernel__slug", "sampling")
@@ -249,7 +251,10 @@ class TestKernelBenchPairsAreTheRegistrys:
         assert job.sampling["verdict_model"]["words"].startswith(f"inconclusive: {words}")
         page = client.get(f"/runs/{job.run_id}/").content.decode()
         assert words in page and "±%" not in page
-        assert "no margin for ops whose timed pass the host paces: " in client.get(f"/jobs/{job.pk}/").content.decode()
+        assert (
+            "no margin for ops whose timed pass the host paces: "
+            in client.get(f"/jobs/{job.pk}/").content.decode()
+        )
         answer = client.get(f"/api/v1/runs/{job.run_id}/")
         assert answer.status_code == 200 and words in json.dumps(answer.json(), ensure_ascii=False)
 

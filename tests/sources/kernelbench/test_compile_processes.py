@@ -67,7 +67,9 @@ def test_the_report_tells_a_program_that_changed_from_one_that_ran_slower(tmp_pa
     path = tmp_path / "processes.jsonl"
     path.write_text("\n".join(lines) + "\n")
     text = load_script("compile_processes_report").report(path)
-    rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| level2/")}
+    rows = {
+        line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| level2/")
+    }
     assert "| 1 / 1 | 0." in rows["level2/1_Steady.py"]
     assert "| +50." in rows["level2/2_Recompiled.py"] and "| 2 / 1 | — |" in rows["level2/2_Recompiled.py"]
     assert "| 1 / 1 | 10." in rows["level2/3_Slowed.py"]
