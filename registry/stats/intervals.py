@@ -118,12 +118,23 @@ def stretch_spread(logs: np.ndarray) -> tuple[float, float]:
     sample = (float(np.var(logs, ddof=1)), float(logs.size - 1))
     if logs.size < ROBUST_MIN_STRETCHES:
         return sample
-    from scipy import stats  # here, not with the module (registry/stats/medians.py says why)
-
-    deviation = float(stats.median_abs_deviation(logs, scale="normal"))
+    deviation = float(_median_abs_deviation()(logs, scale="normal"))
     if deviation <= 0:
         return sample
     return deviation**2, MAD_EFFICIENCY * (logs.size - 1)
+
+
+@functools.cache
+def _median_abs_deviation():
+    """scipy's median_abs_deviation without its axis-and-NaN-policy wrapper (functools.wraps
+    keeps the function it wraps as `__wrapped__`): the wrapper checks and reshapes its input,
+    which cost over ten times the deviation itself on the ten stretch medians of a job (about
+    1 ms a call against 0.09 ms, 2026-12-07), and judging the shipped reruns again on a load asks
+    for it 3,264 times. The input here is one 1-D float array, on which the two agree, a NaN
+    included (the wrapper's default propagates it, as the function does)."""
+    from scipy import stats  # here, not with the module (registry/stats/medians.py says why)
+
+    return getattr(stats.median_abs_deviation, "__wrapped__", stats.median_abs_deviation)
 
 
 def _recorded_blocks(values: np.ndarray, block_ids) -> list[np.ndarray] | None:

@@ -129,3 +129,24 @@ def test_the_quantile_interval_is_distribution_free_and_open_with_too_few_values
     assert low < point < high
     _, _, high = intervals.quantile_interval(np.arange(20) / 20, q=0.95)
     assert math.isnan(high) or math.isinf(high)
+
+
+class TestStretchSpread:
+    """intervals.stretch_spread takes scipy's median_abs_deviation without its input-checking
+    wrapper: the same deviation as the public function, a NaN included."""
+
+    @pytest.mark.parametrize("seed", range(5))
+    def test_it_is_scipys_deviation(self, seed):
+        from scipy import stats
+
+        logs = np.log(np.random.default_rng(seed).uniform(1.0, 1.2, size=10 + seed))
+        variance, df = intervals.stretch_spread(logs)
+        assert variance == pytest.approx(stats.median_abs_deviation(logs, scale="normal") ** 2, rel=1e-12)
+        assert df == pytest.approx(intervals.MAD_EFFICIENCY * (logs.size - 1))
+
+    def test_a_nan_gives_nan_as_scipy_does(self):
+        from scipy import stats
+
+        logs = np.array([0.1, 0.2, np.nan, 0.15, 0.12, 0.11, 0.3, 0.2, 0.18, 0.14])
+        assert math.isnan(stats.median_abs_deviation(logs, scale="normal"))
+        assert math.isnan(intervals.stretch_spread(logs)[0])
