@@ -28,9 +28,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from registry.sources.kernelbench.gpu_sweep import GPU_DIR  # noqa: E402
 from registry.stats import intervals  # noqa: E402
-
-GPU_DIR = ROOT / "registry" / "sources" / "kernelbench" / "data" / "gpu"
 
 
 def entries(folder: Path = GPU_DIR) -> list[dict]:

@@ -206,30 +206,21 @@ def model_judgement(
 
 def job_class(run: BenchmarkRun, measured_by: RerunJob, *, samples: list, job_state: dict) -> tuple[str, str]:
     """(class key, why its figure includes the host's pace, or "") of new samples against the
-    run's measurement: paced by the host if either side is, else waiting on it if either side does;
-    else timed on two kinds of host if the two jobs' environments say so."""
-    sides = (
-        (measured_by.sampling, measured_by.gpu_state, measured_by.samples),
-        (job_state.get("sampling") or {}, job_state.get("gpu_state") or {}, samples),
+    run's measurement (verdict_model.pair_class)."""
+    measured = {
+        "sampling": measured_by.sampling,
+        "samples": measured_by.samples,
+        "gpu_state": measured_by.gpu_state,
+        "environment": measured_by.environment,
+    }
+    return verdict_model.pair_class(
+        kernel=run.kernel.slug,
+        provider=run.provider,
+        mode=run.operation_mode,
+        metric=run.metric,
+        median_ms=run.median,
+        jobs=[measured, {**job_state, "samples": samples}],
     )
-    kind, why = verdict_model.pair_host_bound(
-        [
-            verdict_model.host_bound(
-                kernel=run.kernel.slug,
-                provider=run.provider,
-                mode=run.operation_mode,
-                sampling=sampling or {},
-                sample_count=len(values or ()),
-                samples=values,
-            )
-            for sampling, _, values in sides
-        ]
-    )
-    capped = any(verdict_model.power_capped(state or {}) for _, state, _ in sides)
-    hosts_differ = verdict_model.hosts_differ([measured_by.environment, job_state.get("environment")])
-    return verdict_model.class_key(
-        metric=run.metric, median_ms=run.median, capped=capped, host_bound=kind, hosts_differ=hosts_differ
-    ), why
 
 
 def gpu_short_name(run: BenchmarkRun) -> str:

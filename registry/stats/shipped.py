@@ -62,32 +62,18 @@ def job_class(
     entry: dict, measure: dict, rerun: dict | None, *, capped=verdict_model.power_capped
 ) -> tuple[str, str]:
     """(class key, why host-bound or "") of a rerun against its measurement (rerun None: the
-    measurement's own class). Either side at the cap or host-bound puts the pair there, and so do
-    two kinds of host (verdict_model.hosts_differ). `capped`
-    reads a job's GPU state (another reading of the cap, for comparison: controlled_figures)."""
+    measurement's own class), verdict_model.pair_class of the entry's run. `capped` reads a job's
+    GPU state (another reading of the cap, for comparison: controlled_figures)."""
     run = entry["run"]
-    jobs = [measure] + ([rerun] if rerun else [])
-    kinds = [
-        verdict_model.host_bound(
-            kernel=entry["kernel"]["slug"],
-            provider=entry["implementation"]["provider"],
-            mode=run["operation_mode"],
-            sampling=job.get("sampling") or {},
-            sample_count=len(job.get("samples") or []),
-            samples=job.get("samples"),
-        )
-        for job in jobs
-    ]
-    kind, why = verdict_model.pair_host_bound(kinds)
-    at_cap = any(capped(job.get("gpu_state") or {}) for job in jobs)
-    key = verdict_model.class_key(
+    return verdict_model.pair_class(
+        kernel=entry["kernel"]["slug"],
+        provider=entry["implementation"]["provider"],
+        mode=run["operation_mode"],
         metric=run["metric"],
         median_ms=run["median"],
-        capped=at_cap,
-        host_bound=kind,
-        hosts_differ=verdict_model.hosts_differ(job.get("environment") for job in jobs),
+        jobs=[measure] + ([rerun] if rerun else []),
+        capped=capped,
     )
-    return key, why
 
 
 def reruns(folder: Path, *, capped=verdict_model.power_capped) -> list[Rerun]:

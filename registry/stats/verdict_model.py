@@ -8,6 +8,7 @@ agreement. docs/protocol.md, "Verdicts by class", describes it with the figures 
 scripts/controlled_figures.py --verdicts."""
 
 import dataclasses
+import functools
 import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -268,6 +269,40 @@ def class_key(
     return f"{metric}|{band(median_ms)}|{'at the power cap' if capped else 'below the power cap'}"
 
 
+def pair_class(
+    *, kernel: str, provider: str, mode: str, metric: str, median_ms: float, jobs, capped=power_capped
+) -> tuple[str, str]:
+    """(class key, why its figure includes the host's pace, or "") of a measurement and its rerun,
+    or of a measurement alone: paced by the host if either job is, else waiting on it if either
+    does; at the power cap if either job was (`capped` reads a job's GPU state); else timed on two
+    kinds of host if their environments say so. Each job is a mapping of its `sampling`,
+    `samples`, `gpu_state` and `environment` (any may be missing), as the registry stores a job
+    and the shipped files hold one. The one place a pair's class is decided: the registry's
+    judgement, the shipped reruns' figures and KernelBench's sweep files all ask it."""
+    jobs = list(jobs)
+    kind, why = pair_host_bound(
+        [
+            host_bound(
+                kernel=kernel,
+                provider=provider,
+                mode=mode,
+                sampling=job.get("sampling") or {},
+                sample_count=len(job.get("samples") or ()),
+                samples=job.get("samples"),
+            )
+            for job in jobs
+        ]
+    )
+    key = class_key(
+        metric=metric,
+        median_ms=median_ms,
+        capped=any(capped(job.get("gpu_state") or {}) for job in jobs),
+        host_bound=kind,
+        hosts_differ=hosts_differ(job.get("environment") for job in jobs),
+    )
+    return key, why
+
+
 def is_gpu_timed(key: str) -> bool:
     """A class of GPU-timed ops: the ones GPU agreement counts."""
     return _second(key) not in APART
@@ -480,15 +515,26 @@ def fit_margin(pairs: list[Pair], key: str) -> tuple[float, int, float, float, s
     A class whose pairs are too few for that interval to be finite (about 60) has its margin
     measured on the nearest group whose pairs are enough (_component_scopes: its band at and
     below the cap, then its side of 1 ms, then every GPU-timed op)."""
+    by_key: dict[str, list[float]] = {}  # each class's cross-card differences: a scope asks per class
+    for p in pairs:
+        if not p.same_card:
+            by_key.setdefault(p.key, []).append(abs(math.expm1(p.log_ratio)))
     own = None  # the class's own pairs, named where no scope has enough
     for scope, match in _component_scopes(key):
-        cross = [abs(math.expm1(p.log_ratio)) for p in pairs if not p.same_card and match(p.key)]
+        cross = sorted(value for other, values in by_key.items() if match(other) for value in values)
         own = own or f"{len(cross)} pairs of cards on {scope}, too few for a margin"
         if len(cross) >= MIN_PAIRS:
-            margin, low, high = intervals.quantile_interval(cross, q=MARGIN_QUANTILE)
+            margin, low, high = _margin_interval(tuple(cross))
             if math.isfinite(low) and math.isfinite(high):
                 return margin, len(cross), low, high, f"{len(cross)} pairs of cards on {scope}"
     return math.nan, 0, math.nan, math.nan, own if own and not own.startswith("0 ") else "no pairs of cards"
+
+
+@functools.lru_cache(maxsize=1024)
+def _margin_interval(differences: tuple) -> tuple[float, float, float]:
+    """The margin quantile of these differences (sorted) and its interval: a fit asks it again for
+    each class that widens to the same scope, and a leave-one-kernel-out check for every fold."""
+    return intervals.quantile_interval(differences, q=MARGIN_QUANTILE)
 
 
 LONG_BANDS = {name for low, name in BANDS if low >= 1.0}

@@ -33,6 +33,7 @@ from registry.sources.kernelbench.harness import CONFIGURATIONS
 from registry.sources.kernelbench.history import versions
 
 BUNDLED = Path(__file__).resolve().parent / "data" / "kernelbench.tar.xz"
+GPU_DIR = BUNDLED.parent / "gpu"  # this module's output from GPU hosts, as recorded (services.bundled_load)
 PROBLEM_TIMEOUT_S = 120.0
 
 

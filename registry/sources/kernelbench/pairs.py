@@ -5,16 +5,15 @@ verdict model is fitted on where only KernelBench's runs were measured on it (th
 run was). Reads the files with the standard library and the importer's names; no database.
 """
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from django.utils.text import slugify
 
-from registry.sources.kernelbench.gpu_sweep import BUNDLED, output_lines
+from registry.sources.kernelbench.gpu_sweep import GPU_DIR, output_lines
 from registry.sources.kernelbench.importer import METRIC, OPERATION_MODE, kernel_of
 from registry.stats import intervals, verdict_model
-
-GPU_DIR = BUNDLED.parent / "gpu"
 
 
 @dataclass(frozen=True)
@@ -22,6 +21,7 @@ class Line:
     """One measured line of a sweep file: what the pair of it reads."""
 
     gpu: str  # the GPU model's slug, as the recorder names the environment
+    gpu_name: str  # the GPU model as the harness read it ("NVIDIA H100 80GB HBM3")
     kernel: str
     target: tuple[str, str]  # (problem file digest, implementation)
     card: str
@@ -29,6 +29,7 @@ class Line:
     samples: tuple
     sampling: dict
     gpu_state: dict
+    environment: dict
 
     @property
     def estimate(self) -> intervals.MedianEstimate:
@@ -38,16 +39,16 @@ class Line:
 def lines(folder: Path = GPU_DIR):
     """Every line with a result of the folder's sweep files, in the order the registry records
     them (file name, then line)."""
-    import json
-
     for path in sorted(Path(folder).glob("*.jsonl.gz")):
         for text in output_lines(path):
             entry = json.loads(text) if text.strip() else {}
             result = entry.get("result")
             if not result:
                 continue
+            name = result["environment"].get("gpu_name") or ""
             yield Line(
-                gpu=slugify(result["environment"].get("gpu_name") or ""),
+                gpu=slugify(name),
+                gpu_name=name,
                 kernel=kernel_of(entry["level"], entry["problem"])["slug"],
                 target=(entry["sha256"], entry["implementation"]),
                 card=str(result.get("gpu_uuid") or ""),
@@ -55,18 +56,15 @@ def lines(folder: Path = GPU_DIR):
                 samples=tuple(result["samples"]),
                 sampling=result.get("sampling") or {},
                 gpu_state=result.get("gpu_state") or {},
+                environment=result["environment"],
             )
 
 
 def gpu_name(gpu: str, folder: Path = GPU_DIR) -> str:
     """The GPU model of slug `gpu` as a visitor says it ("H100 80GB HBM3"), from its sweeps."""
-    import json
-
-    for path in sorted(Path(folder).glob("*.jsonl.gz")):
-        for text in output_lines(path):
-            name = ((json.loads(text).get("result") or {}).get("environment") or {}).get("gpu_name") or ""
-            if slugify(name) == gpu:
-                return name.removeprefix("NVIDIA ").strip()
+    for line in lines(folder):
+        if line.gpu == gpu:
+            return line.gpu_name.removeprefix("NVIDIA ").strip()
     raise LookupError(f"no sweep file measured on {gpu}")
 
 
@@ -97,17 +95,20 @@ def pairs(gpu: str, folder: Path = GPU_DIR) -> list[verdict_model.Pair]:
 
 
 def _class(measure: Line, rerun: Line) -> str:
-    sides = [
-        verdict_model.host_bound(
-            kernel=side.kernel,
-            provider=side.target[1],
-            mode=OPERATION_MODE,
-            sampling=side.sampling,
-            sample_count=len(side.samples),
-            samples=side.samples,
-        )
-        for side in (measure, rerun)
-    ]
-    kind, _ = verdict_model.pair_host_bound(sides)
-    capped = any(verdict_model.power_capped(side.gpu_state) for side in (measure, rerun))
-    return verdict_model.class_key(metric=METRIC, median_ms=measure.median, capped=capped, host_bound=kind)
+    key, _ = verdict_model.pair_class(
+        kernel=measure.kernel,
+        provider=measure.target[1],
+        mode=OPERATION_MODE,
+        metric=METRIC,
+        median_ms=measure.median,
+        jobs=[
+            {
+                "sampling": s.sampling,
+                "samples": s.samples,
+                "gpu_state": s.gpu_state,
+                "environment": s.environment,
+            }
+            for s in (measure, rerun)
+        ],
+    )
+    return key

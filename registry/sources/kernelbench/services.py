@@ -31,8 +31,7 @@ from registry.services.imports import (
     groups_rerank,
 )
 from registry.sources.kernelbench import history, importer, protocols
-
-BUNDLED = Path(__file__).resolve().parent / "data" / "kernelbench.tar.xz"
+from registry.sources.kernelbench.gpu_sweep import BUNDLED, GPU_DIR
 
 
 @dataclass
@@ -162,9 +161,6 @@ def _last_runs(source) -> dict[str, dict]:
         value = (*(metrics[k] for k in ("mean", "std", "min", "max", "num_trials")), workload)
         last[key] = {"pk": pk, "withdrawn": withdrawn, "value": value}
     return last
-
-
-GPU_DIR = BUNDLED.parent / "gpu"  # gpu_sweep's output from GPU hosts, in the order recorded
 
 
 def bundled_load(*, progress=None) -> dict:
