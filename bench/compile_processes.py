@@ -26,6 +26,10 @@ from registry.sources.kernelbench.gpu_sweep import BUNDLED, problems
 from registry.sources.kernelbench.harness import HarnessError, run_spec
 
 IMPLEMENTATION = "compile-inductor-default"
+# What an autotuning's chosen configuration records that is not the program: the cache's hash,
+# how it was found, and how long the search took (which differed between two processes that chose
+# the same configuration: GPU-4d57d9ff, 2026-12-07).
+NOT_THE_PROGRAM = ("triton_cache_hash", "found_by_coordesc", "time_taken_ms")
 
 
 def fingerprint(folder: Path) -> dict:
@@ -44,7 +48,7 @@ def fingerprint(folder: Path) -> dict:
                 chosen = json.loads(path.read_text())
             except ValueError:
                 continue
-            kept = {k: v for k, v in chosen.items() if k not in ("triton_cache_hash", "found_by_coordesc")}
+            kept = {k: v for k, v in chosen.items() if k not in NOT_THE_PROGRAM}
             configs.append(json.dumps(kept, sort_keys=True))
     return {
         "code": hashlib.sha256("\n".join(sorted(code)).encode()).hexdigest()[:16],

@@ -18,6 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.compile_processes import NOT_THE_PROGRAM  # noqa: E402
 from registry.stats import intervals  # noqa: E402
 
 CONFIDENCE = 0.90  # the verdict model's (verdict_model.VERDICT_CONFIDENCE)
@@ -44,7 +45,7 @@ def problem_figures(processes: list[dict]) -> dict:
         max(range(len(estimates)), key=lambda i: estimates[i].log_median),
     )
     difference = intervals.difference(estimates[high], estimates[low], confidence=CONFIDENCE)
-    programs = [(p["program"]["code"], p["program"]["configs"]) for p in measured]
+    programs = [(p["program"]["code"], _configs(p["program"])) for p in measured]
     return {
         "processes": len(processes),
         "measured": len(measured),
@@ -57,6 +58,18 @@ def problem_figures(processes: list[dict]) -> dict:
         "cards": sorted({p["gpu_uuid"][:12] for p in measured}),
         "gpu": measured[0]["gpu_name"],
     }
+
+
+def _configs(program: dict) -> tuple:
+    """The configurations a process's autotuning chose, without what is not the program
+    (compile_processes.NOT_THE_PROGRAM: files written before it left out `time_taken_ms` too)."""
+    chosen = [json.loads(text) for text in program.get("chosen") or ()]
+    return tuple(
+        sorted(
+            json.dumps({k: v for k, v in c.items() if k not in NOT_THE_PROGRAM}, sort_keys=True)
+            for c in chosen
+        )
+    )
 
 
 def _same_program_spread(measured, estimates, programs) -> float | None:

@@ -109,7 +109,7 @@ def measure(spec: dict) -> dict:
     with torch.device(device):
         model = namespace["Model"](*namespace["get_init_inputs"]()).to(device).eval()
     if configuration is not None:
-        model = torch.compile(model, backend=configuration["backend"], mode=configuration["mode"])
+        model = compiled(torch, model, configuration)
     settings = spec["timing"]
     blocks = timing.block_count(settings)
     per_block = timing.block_settings(settings, blocks)
@@ -141,6 +141,8 @@ def measure(spec: dict) -> dict:
         precision_of=lambda s: stats.relative_precision(s, settings["confidence"]),
     )
     samples = sampled.pop("samples")
+    if configuration is not None:
+        sampled["program"] = compiled_program(namespace["Model"].forward)
     p50, p20, p80 = stats.quantiles(samples)
     interval = stats.median_interval(samples)
     return {
@@ -180,6 +182,51 @@ def _fresh_block_state(torch) -> None:
     if torch.cuda.is_available():
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
+
+
+def compiled(torch, model, configuration: dict):
+    """`torch.compile` of a problem's model as if it were the first this process compiled. A served
+    process compiles problem after problem, each from a file named `problem.py`, and TorchDynamo
+    keeps what it saw of a function by file name, first line and name (its automatic dynamic
+    shapes): without the reset, a problem whose `forward` sits at the line of an earlier one's
+    is compiled with the sizes that differ made symbolic, a program for any size and not the
+    problem's own (up to 2.6 times slower: docs/reports/2026-12-07-kernelbench-compiled-programs.md).
+    Recorded as the job's `sampling.program`."""
+    torch._dynamo.reset()
+    return torch.compile(model, backend=configuration["backend"], mode=configuration["mode"])
+
+
+def compiled_program(forward) -> dict:
+    """{"sizes": …, "dynamic": …}: what TorchDynamo holds for `forward`'s arguments (its automatic
+    dynamic shapes, keyed by file name, first line and name; `L['x']` for an argument `x`): each argument's
+    sizes, "s" where a size is symbolic, "s" alone where its number of dimensions changed too (a
+    number: "s" or its value). The state after a compile is the one that compile used. What the
+    state holds of other sources (attributes of earlier problems' modules) is left out: those
+    are not this problem's inputs."""
+    from torch._dynamo import pgo
+
+    code = forward.__code__
+    state = pgo.get_code_state().get(pgo.CodeId.make(code))
+    if state is None:
+        return {"sizes": {}, "dynamic": False}
+    arguments = {f"L['{name}']" for name in code.co_varnames[1 : code.co_argcount]}
+    out = {}
+    for source, entry in sorted(state.automatic_dynamic.items()):
+        if source not in arguments:
+            continue
+        if isinstance(entry.size, pgo.AutoDynamic):  # its rank changed too
+            out[source] = "s"
+        elif entry.size is not None:
+            out[source] = [_size(d, pgo) for d in entry.size]
+        else:
+            out[source] = _size(entry.scalar, pgo)
+    return {"sizes": out, "dynamic": any("s" in (v if isinstance(v, list) else [v]) for v in out.values())}
+
+
+def _size(value, pgo):
+    if isinstance(value, pgo.AutoDynamic):
+        return "s"
+    return value if isinstance(value, int | float) else repr(value)
 
 
 def serve(lines, write) -> None:
