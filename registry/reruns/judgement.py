@@ -170,14 +170,14 @@ def model_judgement(
     judged = verdict_model.judge(model, key, new, old, gpu_name=gpu_short_name(run))
     if judged is None:
         return None
-    params = model.parameters(key)
+    params = model.parameters(key)  # None: a class no margin applies to (two compiled programs)
     diff = judged.difference
-    margin = params.margin if math.isfinite(params.margin) else None  # None: too few pairs for one
+    margin = params.margin if params and math.isfinite(params.margin) else None  # None: no margin
     account = {
         "verdict_class": key,
         "class_words": verdict_model.class_words(key),
         "margin": margin,
-        "margin_from": params.margin_from,
+        "margin_from": params.margin_from if params else "none: the two jobs timed different programs",
         "disagree_beyond": judged.beyond if margin is not None else None,
         "confidence": model.verdict_confidence,
         "host_bound": why,

@@ -9,6 +9,7 @@ scripts/controlled_figures.py --verdicts."""
 
 import dataclasses
 import functools
+import json
 import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -26,8 +27,17 @@ HOST_WAITS_CLASS = "waits on the host"  # the classes, by band, of jobs that wai
 # and the reruns of its runs on one-GPU hosts (16 threads) lie apart by over twice as much as
 # pairs timed on one kind of host (docs/protocol.md, "Verdicts by class").
 HOST_KINDS_CLASS = "timed on two kinds of host"
+# The classes, by band, of a rerun that timed another compiled program than its measurement did
+# (programs_differ: TorchDynamo compiled one of them for other, symbolic, sizes): not one thing
+# timed twice, so no verdict on the card (docs/protocol.md, "Two compiled programs").
+PROGRAMS_CLASS = "two compiled programs"
+PROGRAMS_WORDS = (
+    "inconclusive: the two jobs timed different compiled programs (TorchDynamo compiled one of them "
+    "for symbolic input sizes, carried over from another problem in the same process), so their "
+    "times say nothing of the cards"
+)
 # The classes judged apart from the GPU's agreement: the figure holds more than the GPU's work.
-APART = (HOST_BOUND, HOST_WAITS_CLASS, HOST_KINDS_CLASS)
+APART = (HOST_BOUND, HOST_WAITS_CLASS, HOST_KINDS_CLASS, PROGRAMS_CLASS)
 PACED, WAITS = "paced", "waits"
 MARGIN_QUANTILE = 0.95  # a margin: how far apart 95 in 100 pairs of cards put a workload's median
 # A verdict is a test at the 5% level each way. `agrees` is the two one-sided tests (TOST) at 5%:
@@ -255,13 +265,33 @@ def hosts_differ(environments) -> bool:
     return all(kinds) and len(set(kinds)) > 1
 
 
+def programs_differ(samplings) -> bool:
+    """Whether two jobs timed different compiled programs: each records the sizes its compile was
+    for (`sampling.program`, KernelBench's compiled jobs), and they are not the same."""
+    programs = [
+        json.dumps(s["program"].get("sizes"), sort_keys=True, default=str)
+        for s in samplings
+        if isinstance(s, dict) and isinstance(s.get("program"), dict)
+    ]
+    return len(programs) > 1 and len(set(programs)) > 1
+
+
 def class_key(
-    *, metric: str, median_ms: float, capped: bool, host_bound: str | bool, hosts_differ: bool = False
+    *,
+    metric: str,
+    median_ms: float,
+    capped: bool,
+    host_bound: str | bool,
+    hosts_differ: bool = False,
+    programs_differ: bool = False,
 ) -> str:
     """`host_bound`: the kind host_bound() gives ("" GPU-timed; True is taken as PACED);
-    `hosts_differ`: the two jobs ran on different kinds of host (hosts_differ())."""
+    `hosts_differ`: the two jobs ran on different kinds of host (hosts_differ());
+    `programs_differ`: they timed different compiled programs (programs_differ())."""
     if host_bound is True or host_bound == PACED:
         return f"{metric}|{HOST_BOUND}"
+    if programs_differ:
+        return f"{metric}|{PROGRAMS_CLASS}|{band(median_ms)}"
     if host_bound == WAITS:
         return f"{metric}|{HOST_WAITS_CLASS}|{band(median_ms)}"
     if hosts_differ:
@@ -275,7 +305,8 @@ def pair_class(
     """(class key, why its figure includes the host's pace, or "") of a measurement and its rerun,
     or of a measurement alone: paced by the host if either job is, else waiting on it if either
     does; at the power cap if either job was (`capped` reads a job's GPU state); else timed on two
-    kinds of host if their environments say so. Each job is a mapping of its `sampling`,
+    kinds of host if their environments say so; but two compiled programs before all but the
+    host's pace (programs_differ). Each job is a mapping of its `sampling`,
     `samples`, `gpu_state` and `environment` (any may be missing), as the registry stores a job
     and the shipped files hold one. The one place a pair's class is decided: the registry's
     judgement, the shipped reruns' figures and KernelBench's sweep files all ask it."""
@@ -299,6 +330,7 @@ def pair_class(
         capped=any(capped(job.get("gpu_state") or {}) for job in jobs),
         host_bound=kind,
         hosts_differ=hosts_differ(job.get("environment") for job in jobs),
+        programs_differ=programs_differ(job.get("sampling") for job in jobs),
     )
     return key, why
 
@@ -327,6 +359,8 @@ def class_words(key: str) -> str:
         return f"{parts[2]} ops whose timed pass waits on the host"
     if parts[1] == HOST_KINDS_CLASS:
         return f"{parts[2]} ops timed on two kinds of host"
+    if parts[1] == PROGRAMS_CLASS:
+        return f"{parts[2]} ops compiled into two different programs"
     return f"{parts[1]} ops {parts[2]}"
 
 
@@ -430,6 +464,9 @@ def judge(
     the margin cannot know, each job's own between-block variance (Student's t, Satterthwaite's
     df), and not the between-process component a second time. That component belongs to the
     measurement's interval for a rerun (rerun_interval), whose coverage same-card reruns check."""
+    if _second(key) == PROGRAMS_CLASS:  # not one thing timed twice: nothing of the card to judge
+        diff = intervals.difference(new, old, confidence=model.verdict_confidence)
+        return Judged("inconclusive", diff, key, math.nan, PROGRAMS_WORDS, math.nan)
     params = model.parameters(key)
     if params is None:
         return None
@@ -465,7 +502,7 @@ def fit(
     """Fit every class seen in `pairs`: its between-process component from same-card reruns, then
     its margin from cross-card pairs. `gpu_name`: the card in a visitor's words ("H200")."""
     model = Model(gpu=gpu, confidence=confidence, gpu_name=gpu_name)
-    for key in sorted({pair.key for pair in pairs}):
+    for key in sorted({pair.key for pair in pairs if _second(pair.key) != PROGRAMS_CLASS}):
         sd, df, source = fit_process_component(pairs, key)
         margin, count, low, high, margin_from = fit_margin(pairs, key)
         model.classes[key] = ClassParameters(sd, df, source, margin, margin_from, count, (low, high))

@@ -329,3 +329,43 @@ class TestAClassWithoutAMargin:
         assert document["classes"][KEY]["margin"] is None and document["gpu_name"] == "H100 80GB HBM3"
         assert "NaN" not in json.dumps(document)
         assert verdict_model.Model.from_json(document).to_json() == document
+
+
+class TestTwoCompiledPrograms:
+    """Two jobs of a compiled problem that TorchDynamo compiled for different sizes timed two
+    programs, not one thing twice: their pair is a class apart, never judged against a margin."""
+
+    STATIC = {"program": {"sizes": {"L['x']": [128, 4096]}, "dynamic": False}}
+    SYMBOLIC = {"program": {"sizes": {"L['x']": ["s", 4096]}, "dynamic": True}}
+
+    def pair(self, measure: dict, rerun: dict) -> str:
+        return verdict_model.pair_class(
+            kernel="kernelbench-l1-23-softmax",
+            provider="compile-inductor-default",
+            mode="forward",
+            metric="latency",
+            median_ms=6.5,
+            jobs=[{"sampling": measure, "samples": [6.5] * 30}, {"sampling": rerun, "samples": [6.5] * 30}],
+        )[0]
+
+    def test_different_sizes_are_two_programs_the_same_sizes_one(self):
+        assert self.pair(self.STATIC, self.SYMBOLIC) == "latency|two compiled programs|1–10 ms"
+        assert self.pair(self.SYMBOLIC, dict(self.SYMBOLIC)) == "latency|1–10 ms|below the power cap"
+        # A side with no program recorded (eager, or a line the replay could not place) tells nothing.
+        assert self.pair(self.STATIC, {}) == "latency|1–10 ms|below the power cap"
+        assert not verdict_model.programs_differ([self.STATIC, {"program": "junk"}, None])
+        key = self.pair(self.STATIC, self.SYMBOLIC)
+        assert not verdict_model.is_gpu_timed(key) and not verdict_model.is_paced(key)
+        assert verdict_model.class_words(key) == "1–10 ms ops compiled into two different programs"
+
+    def test_it_is_inconclusive_however_close_and_no_fit_gives_it_a_margin(self):
+        rng = np.random.default_rng(13)
+        apart = "latency|two compiled programs|1–10 ms"
+        rows = pairs(rng, count=200, process_sd=0.002, card_sd=0.005)
+        rows += pairs(rng, count=200, process_sd=0.002, card_sd=0.5, key=apart)
+        model = verdict_model.fit(rows, gpu="nvidia-h100-80gb-hbm3", gpu_name="H100 80GB HBM3")
+        assert apart not in model.classes
+        assert model.parameters(KEY).margin < 0.05  # the two programs' spread is not the cards'
+        judged = verdict_model.judge(model, apart, estimate(0.0), estimate(0.0))
+        assert judged.verdict == "inconclusive" and judged.words == verdict_model.PROGRAMS_WORDS
+        assert math.isnan(judged.margin)

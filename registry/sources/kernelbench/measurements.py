@@ -33,7 +33,7 @@ from registry.models import BenchmarkRun
 from registry.reruns.harness.timing import protocol_core
 from registry.rows import rows_update
 from registry.services.imports import ImportRejected
-from registry.sources.kernelbench import importer, protocols
+from registry.sources.kernelbench import importer, programs, protocols
 from registry.sources.kernelbench.gpu_sweep import output_lines
 from registry.sources.kernelbench.harness import CONFIGURATIONS
 from registry.speed_of_light import measured_ceilings
@@ -241,7 +241,7 @@ def gpu_sweep_record(*, path: Path | str) -> Counter:
     runs are then written in bulk (`_Sweep`), leaving the rows that recording its lines one at a
     time left. Returns how many lines went each way."""
     path = Path(path)
-    entries = _entries(path)
+    entries = [(number, programs.annotate(path.name, entry)) for number, entry in _entries(path)]
     problems = _problem_runs({entry["sha256"] for _, entry in entries if entry.get("result")})
     for number, entry in entries:
         if entry.get("result") and entry["sha256"] not in problems:

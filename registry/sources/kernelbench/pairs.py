@@ -11,6 +11,7 @@ from pathlib import Path
 
 from django.utils.text import slugify
 
+from registry.sources.kernelbench import programs
 from registry.sources.kernelbench.gpu_sweep import GPU_DIR, output_lines
 from registry.sources.kernelbench.importer import METRIC, OPERATION_MODE, kernel_of
 from registry.stats import intervals, verdict_model
@@ -41,7 +42,7 @@ def lines(folder: Path = GPU_DIR):
     them (file name, then line)."""
     for path in sorted(Path(folder).glob("*.jsonl.gz")):
         for text in output_lines(path):
-            entry = json.loads(text) if text.strip() else {}
+            entry = programs.annotate(path.name, json.loads(text)) if text.strip() else {}
             result = entry.get("result")
             if not result:
                 continue
