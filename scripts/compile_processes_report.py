@@ -12,6 +12,7 @@ chose). No Django.
 import argparse
 import json
 import math
+import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -118,7 +119,61 @@ def report(path: Path) -> str:
         f"{len(explained)} of them the processes compiled different programs (code or configurations).",
         "",
     ]
-    return "\n".join(lines)
+    return "\n".join(lines + shipped_beside(figures))
+
+
+def shipped_beside(figures: dict) -> list[str]:
+    """The shipped sweep files' compiled jobs of the same problems on the same GPU model, each with
+    the program the replay finds it compiled (registry/sources/kernelbench/programs.py) and its
+    median over the fresh processes' median."""
+    from registry.sources.kernelbench import programs
+    from registry.sources.kernelbench.gpu_sweep import GPU_DIR, output_lines
+
+    fresh = {key: statistics.median(f["medians"]) for key, f in figures.items() if f.get("measured", 0) >= 2}
+    gpu = next((f["gpu"] for f in figures.values() if f.get("measured", 0) >= 2), "")
+    rows, ratios = [], {True: [], False: []}
+    for path in sorted(GPU_DIR.glob("*.jsonl.gz")):
+        for text in output_lines(path):
+            entry = programs.annotate(path.name, json.loads(text)) if text.strip() else {}
+            result = entry.get("result") or {}
+            key = (entry.get("level"), entry.get("problem"))
+            if (
+                key not in fresh
+                or entry["implementation"] == "eager"
+                or result["environment"]["gpu_name"] != gpu
+            ):
+                continue
+            program = result["sampling"].get("program") or {}
+            ratio = result["median"] / fresh[key]
+            if "dynamic" in program:
+                ratios[program["dynamic"]].append(ratio)
+            sizes = "symbolic" if program.get("dynamic") else ("its own" if program else "not known")
+            rows.append(
+                f"| {key[0]}/{key[1]} | {result['gpu_uuid'][:12]} | {path.name} | {result['median']:.4g} | "
+                f"{sizes} | {ratio:.2f} |"
+            )
+    if not rows:
+        return []
+    lines = [
+        "## The shipped jobs of these problems",
+        "",
+        f"The compiled jobs of the same problems on {gpu} in the shipped sweep files, with the sizes "
+        "TorchDynamo compiled each for (`registry/sources/kernelbench/data/gpu/compiled-programs.json`, "
+        "`scripts/kernelbench_compiled_shapes.py`) and each median over the median of the fresh "
+        "processes above.",
+        "",
+        "| problem | card | sweep file | median (ms) | compiled for | over the fresh processes' median |",
+        "| --- | --- | --- | --- | --- | --- |",
+        *rows,
+        "",
+    ]
+    for dynamic, words in ((False, "their own sizes"), (True, "symbolic sizes")):
+        if ratios[dynamic]:
+            lines.append(
+                f"- {len(ratios[dynamic])} jobs compiled for {words}: {min(ratios[dynamic]):.3f} to "
+                f"{max(ratios[dynamic]):.3f} times the fresh processes' median."
+            )
+    return lines + [""]
 
 
 if __name__ == "__main__":

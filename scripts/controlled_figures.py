@@ -434,7 +434,7 @@ def kernelbench_model_figures(gpu: str, write_model: Path | None = None) -> dict
     print(
         f"GPU-timed latency reruns on another card: {len(cross)}; agree {figures['cross agree']:.1%}, disagree "
         f"{figures['cross disagree']:.1%}; leave one kernel out {figures['loko agree']:.1%} agree; "
-        f"judged apart (the host's pace in the figure): {figures['host-bound cross n']}"
+        f"judged apart (the host's pace in the figure, or two compiled programs): {figures['host-bound cross n']}"
     )
     figures["shift n"] = len(_shift_test(figures, model, cross, "{} reruns of 0.1 ms or more"))
     return figures

@@ -18,6 +18,7 @@ from registry import speed_of_light
 from registry.models import BenchmarkRun
 from registry.reruns.models import RerunJob
 from registry.speed_of_light import speed_of_light_stale
+from registry.stats import verdict_model
 from tests.harness.test_controlled_runs import shipped_entries
 from tests.scripts import load_script
 
@@ -284,10 +285,11 @@ class TestEverySourcesFiguresInTheProtocolDoc:
         for verdict, sampling, product, workload in reruns.values_list(
             "verdict", "sampling", "run__gpu_product", "run__workload"
         ):
-            if sampling.get("same_gpu") is not False or (sampling.get("verdict_model") or {}).get(
-                "host_bound"
-            ):
+            account = sampling.get("verdict_model") or {}
+            if sampling.get("same_gpu") is not False or account.get("host_bound"):
                 continue  # on the measuring card, or its figure includes the host's pace
+            if account.get("verdict_class") and not verdict_model.is_gpu_timed(account["verdict_class"]):
+                continue  # judged apart (two kinds of host, two compiled programs), as the Liger figures count
             counts["every", verdict] += 1
             if workload in kernelbench:
                 counts[product, verdict] += 1

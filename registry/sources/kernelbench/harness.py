@@ -142,7 +142,7 @@ def measure(spec: dict) -> dict:
     )
     samples = sampled.pop("samples")
     if configuration is not None:
-        sampled["program"] = compiled_program(namespace["Model"].forward)
+        sampled["program"] = compiled_program(namespace)
     p50, p20, p80 = stats.quantiles(samples)
     interval = stats.median_interval(samples)
     return {
@@ -196,16 +196,19 @@ def compiled(torch, model, configuration: dict):
     return torch.compile(model, backend=configuration["backend"], mode=configuration["mode"])
 
 
-def compiled_program(forward) -> dict:
-    """{"sizes": …, "dynamic": …}: what TorchDynamo holds for `forward`'s arguments (its automatic
-    dynamic shapes, keyed by file name, first line and name; `L['x']` for an argument `x`): each argument's
-    sizes, "s" where a size is symbolic, "s" alone where its number of dimensions changed too (a
-    number: "s" or its value). The state after a compile is the one that compile used. What the
-    state holds of other sources (attributes of earlier problems' modules) is left out: those
-    are not this problem's inputs."""
+def compiled_program(namespace: dict) -> dict:
+    """{"sizes": …, "dynamic": …}: what TorchDynamo holds for the arguments of the problem's
+    `Model.forward` (its automatic dynamic shapes, keyed by file name, first line and name;
+    `L['x']` for an argument `x`): each tensor's sizes, "s" where a size is symbolic, "s" alone
+    where its number of dimensions changed too (a number: "s" or its value). The state after a
+    compile is the one that compile used. What it holds of other sources is left out: attributes
+    of an earlier problem's modules are not this problem's, and TorchDynamo specializes the whole
+    numbers of an `nn.Module` whatever the state says (the shipped jobs whose state marked their
+    modules' numbers symbolic ran as fast as the same problems compiled alone: GPU-4d57d9ff,
+    2026-12-07)."""
     from torch._dynamo import pgo
 
-    code = forward.__code__
+    code = namespace["Model"].forward.__code__
     state = pgo.get_code_state().get(pgo.CodeId.make(code))
     if state is None:
         return {"sizes": {}, "dynamic": False}

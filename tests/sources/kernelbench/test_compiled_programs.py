@@ -6,6 +6,7 @@ the shipped replay of the sweep files (scripts/kernelbench_compiled_shapes.py) c
 
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +28,7 @@ def get_inputs():
 def get_init_inputs():
     return []
 """
+ROOT = Path(__file__).resolve().parents[3]
 EAGER_BACKEND = {"backend": "eager", "mode": None}  # TorchDynamo's decisions without Inductor's compile
 
 
@@ -38,9 +40,9 @@ def compile_in_turn(compile_one) -> list[dict]:
     for op, rows in (("relu", 32), ("tanh", 48)):
         namespace = {}
         exec(compile(PROBLEM.format(op=op, rows=rows), "problem.py", "exec"), namespace)  # noqa: S102
-        model = compile_one(namespace["Model"]())
-        model(*namespace["get_inputs"]())
-        out.append(harness.compiled_program(namespace["Model"].forward))
+        model, inputs = namespace["Model"](), namespace["get_inputs"]()
+        compile_one(model)(*inputs)
+        out.append(harness.compiled_program(namespace))
     return out
 
 
@@ -114,3 +116,38 @@ class TestAnnotate:
             "blocks": 3
         }
         assert programs.annotate("another-file.jsonl.gz", entry) == entry
+
+
+class TestTheFiguresThatShip:
+    """The report and docs/protocol.md's paragraph on two compiled programs give what the shipped
+    files give."""
+
+    def test_the_report_is_what_the_script_writes_from_the_h100s_lines(self):
+        script = load_script("compile_processes_report")
+        path = ROOT / "bench" / "results" / "compile-processes" / "2026-12-07-h100-GPU-4d57d9ff.jsonl"
+        written = (ROOT / "docs" / "reports" / "2026-12-07-kernelbench-compiled-programs.md").read_text()
+        assert written == script.report(path) + "\n"
+        assert "- 14 jobs compiled for their own sizes: 0.996 to 1.022 times" in written
+        assert "- 9 jobs compiled for symbolic sizes: 1.582 to 2.542 times" in written
+
+    def test_the_protocols_paragraph_gives_the_shipped_counts(self):
+        from registry.sources.kernelbench import pairs
+        from registry.stats import verdict_model
+
+        text = " ".join((ROOT / "docs" / "protocol.md").read_text(encoding="utf-8").split())
+        lines = [line for file in json.loads(programs.SHIPPED.read_text())["files"].values() for line in file]
+        symbolic = sum(line["dynamic"] for line in lines)
+        assert f"{symbolic} of the {len(lines)} compiled lines were compiled for symbolic sizes" in text
+        apart = {
+            gpu: sum(_second(p.key) == verdict_model.PROGRAMS_CLASS for p in pairs.pairs(gpu))
+            for gpu in ("nvidia-h200", "nvidia-h100-80gb-hbm3")
+        }
+        total = sum(apart.values())
+        assert (
+            f"{total} shipped reruns are such ({apart['nvidia-h200']} on the H200s, "
+            f"{apart['nvidia-h100-80gb-hbm3']} on the H100s)" in text
+        )
+
+
+def _second(key: str) -> str:
+    return key.split("|")[1]
