@@ -6,7 +6,8 @@ verdict's interval), how far the processes' medians lie apart, and whether the p
 processes compiled were the same (the code Inductor generated; the configurations its autotuning
 chose). No Django.
 
-    .venv/bin/python scripts/compile_processes_report.py bench/results/compile-processes/FILE.jsonl
+    .venv/bin/python scripts/compile_processes_report.py bench/results/compile-processes/FILE.jsonl \\
+        [--served bench/results/compile-processes/SWEEP.jsonl]
 """
 
 import argparse
@@ -83,7 +84,46 @@ def _same_program_spread(measured, estimates, programs) -> float | None:
     return max(spreads) if spreads else None
 
 
-def report(path: Path) -> str:
+def _shown(path: Path) -> Path:
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
+def served_beside(figures: dict, served: Path) -> list[str]:
+    """A sweep's compiled lines (`gpu_sweep`, problems served one after another in one harness
+    process) beside the fresh processes' median of the same problems: the program each compiled
+    (its `sampling.program`) and how far its median lies from theirs."""
+    fresh = {key: statistics.median(f["medians"]) for key, f in figures.items() if f.get("measured", 0) >= 2}
+    rows, ratios = [], []
+    for text in served.read_text().splitlines():
+        entry = json.loads(text) if text.strip() else {}
+        result = entry.get("result") or {}
+        key = (entry.get("level"), entry.get("problem"))
+        if key not in fresh or not result:
+            continue
+        program = result["sampling"].get("program") or {}
+        ratios.append(result["median"] / fresh[key])
+        sizes = "symbolic" if program.get("dynamic") else ("its own" if program else "not recorded")
+        rows.append(
+            f"| {key[0]}/{key[1]} | {result['gpu_uuid'][:12]} | {result['median']:.4g} | {sizes} | {ratios[-1]:.3f} |"
+        )
+    name = _shown(served)
+    return [
+        "## Served one after another in one process",
+        "",
+        f"`{name}`: the same problems measured by `gpu_sweep` in one harness process, one after "
+        "another as a sweep serves them, by the harness that resets TorchDynamo before each compile.",
+        "",
+        "| problem | card | median (ms) | compiled for | over the fresh processes' median |",
+        "| --- | --- | --- | --- | --- |",
+        *rows,
+        "",
+        f"- {len(ratios)} problems, {sum('| its own |' in r for r in rows)} compiled for their own sizes: "
+        f"{min(ratios):.3f} to {max(ratios):.3f} times the fresh processes' median.",
+        "",
+    ]
+
+
+def report(path: Path, served: Path | None = None) -> str:
     by_problem = entries(path)
     figures = {key: problem_figures(processes) for key, processes in sorted(by_problem.items())}
     measured = [f for f in figures.values() if f.get("measured", 0) >= 2]
@@ -91,8 +131,9 @@ def report(path: Path) -> str:
     lines = [
         f"# `torch.compile` process by process: {measured[0]['gpu'] if measured else 'no card'}",
         "",
-        f"Written by `.venv/bin/python scripts/compile_processes_report.py {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}`"
-        " from the lines `bench/compile_processes.py` wrote: each problem compiled and measured "
+        f"Written by `.venv/bin/python scripts/compile_processes_report.py {_shown(path)}"
+        + (f" --served {_shown(served)}`" if served else "`")
+        + " from the lines `bench/compile_processes.py` wrote: each problem compiled and measured "
         "(kernelindex-cuda-v1, three independent blocks) in several fresh processes in turn, each with "
         f"Inductor's and Triton's caches of its own, on {', '.join(cards) or 'no card'}.",
         "",
@@ -119,7 +160,7 @@ def report(path: Path) -> str:
         f"{len(explained)} of them the processes compiled different programs (code or configurations).",
         "",
     ]
-    return "\n".join(lines + shipped_beside(figures))
+    return "\n".join(lines + shipped_beside(figures) + (served_beside(figures, served) if served else []))
 
 
 def shipped_beside(figures: dict) -> list[str]:
@@ -179,5 +220,8 @@ def shipped_beside(figures: dict) -> list[str]:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("path", type=Path)
+    parser.add_argument(
+        "--served", type=Path, help="a gpu_sweep output file of the same problems, to set beside"
+    )
     args = parser.parse_args()
-    print(report(args.path.resolve()))
+    print(report(args.path.resolve(), args.served.resolve() if args.served else None))
