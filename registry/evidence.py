@@ -178,6 +178,26 @@ class JobEvidence:
         return ran if isinstance(ran, str) else ""
 
     @property
+    def compiled_for(self) -> str:
+        """For a compiled KernelBench job, the input sizes TorchDynamo compiled its program for
+        (`sampling.program`: the harness's reading, or the shipped sweep files' replay), in a
+        visitor's words; "" where none is recorded."""
+        program = self.sampling.get("program")
+        if not isinstance(program, dict) or not isinstance(program.get("sizes"), dict):
+            return ""
+        if not program.get("dynamic"):
+            return "its own input sizes"
+        symbolic = ", ".join(
+            f"{source} {sizes if isinstance(sizes, str) else list(sizes)}"
+            for source, sizes in program["sizes"].items()
+        )
+        return (
+            "symbolic input sizes, carried over by TorchDynamo from another problem compiled earlier in the "
+            f"same worker process ({symbolic}; s: a symbolic size): a program for any size, not this "
+            "problem's own"
+        )
+
+    @property
     def missed_upstream_warmup(self) -> bool:
         """A measurement of a kernel and provider whose script warms up before its sweep, taken
         before the harness ran that warm-up: Triton's autotuner chose its config elsewhere."""

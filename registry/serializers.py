@@ -34,6 +34,11 @@ class ControlledJobSerializer(serializers.Serializer):
         help_text="What the benchmark script's own warm-up ran before the job's setup (fused_moe's "
         "liger autotune at the model's base T); blank when none ran."
     )
+    compiled_for = serializers.CharField(
+        help_text="A compiled KernelBench job: the input sizes TorchDynamo compiled its program for "
+        '("its own input sizes", or symbolic sizes carried over from another problem in the worker '
+        "process); blank where none is recorded."
+    )
     missed_upstream_warmup = serializers.BooleanField(
         help_text="A measurement taken before the harness ran its script's own warm-up: Triton "
         "autotuned its config at another workload than upstream's; the sweep measures it again."

@@ -177,7 +177,7 @@ def model_judgement(
         "verdict_class": key,
         "class_words": verdict_model.class_words(key),
         "margin": margin,
-        "margin_from": params.margin_from if params else "none: the two jobs timed different programs",
+        "margin_from": params.margin_from if params else verdict_model.PROGRAMS_APART,
         "disagree_beyond": judged.beyond if margin is not None else None,
         "confidence": model.verdict_confidence,
         "host_bound": why,

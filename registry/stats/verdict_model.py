@@ -31,6 +31,7 @@ HOST_KINDS_CLASS = "timed on two kinds of host"
 # (programs_differ: TorchDynamo compiled one of them for other, symbolic, sizes): not one thing
 # timed twice, so no verdict on the card (docs/protocol.md, "Two compiled programs").
 PROGRAMS_CLASS = "two compiled programs"
+PROGRAMS_APART = "the two jobs timed different compiled programs, not one thing twice"
 PROGRAMS_WORDS = (
     "inconclusive: the two jobs timed different compiled programs (TorchDynamo compiled one of them "
     "for symbolic input sizes, carried over from another problem in the same process), so their "

@@ -245,7 +245,10 @@ class TestKernelBenchPairsAreTheRegistrys:
 
     def test_a_class_without_a_margin_says_so_on_the_page_the_job_and_the_api(self, shipped, client):
         job = RerunJob.objects.filter(
-            kind="rerun", gpu_slug="nvidia-h100-80gb-hbm3", sampling__verdict_model__margin=None
+            kind="rerun",
+            gpu_slug="nvidia-h100-80gb-hbm3",
+            sampling__verdict_model__margin=None,
+            sampling__verdict_model__verdict_class="latency|host-bound",
         ).first()
         assert job is not None and job.verdict == "inconclusive" and job.tolerance is None
         words = "no margin for ops whose timed pass the host paces on H100 80GB HBM3 cards yet: "
@@ -258,6 +261,30 @@ class TestKernelBenchPairsAreTheRegistrys:
         )
         answer = client.get(f"/api/v1/runs/{job.run_id}/")
         assert answer.status_code == 200 and words in json.dumps(answer.json(), ensure_ascii=False)
+
+    def test_a_rerun_of_another_compiled_program_says_so_and_the_page_names_each_program(
+        self, shipped, client
+    ):
+        apart = RerunJob.objects.filter(
+            kind="rerun",
+            sampling__verdict_model__verdict_class__startswith=f"latency|{verdict_model.PROGRAMS_CLASS}",
+        ).select_related("run")
+        measures = {job.pk: job.run.measured_by_jobs.filter(kind="measure").first() for job in apart}
+        assert apart.count() and apart.count() == sum(
+            verdict_model.programs_differ([job.sampling, measures[job.pk].sampling]) for job in apart
+        )
+        job = next(job for job in apart if (measures[job.pk].sampling.get("program") or {}).get("dynamic"))
+        assert (
+            job.verdict == "inconclusive"
+            and job.sampling["verdict_model"]["words"] == verdict_model.PROGRAMS_WORDS
+        )
+        page = client.get(f"/runs/{job.run_id}/").content.decode()
+        assert "TorchDynamo compiled the timed program for symbolic input sizes, carried over" in page
+        job_page = client.get(f"/jobs/{job.pk}/").content.decode()
+        assert f"compiled into two different programs: {verdict_model.PROGRAMS_APART}" in job_page
+        answer = client.get(f"/api/v1/runs/{job.run_id}/").json()
+        assert answer["measurement"]["compiled_for"].startswith("symbolic input sizes")
+        assert verdict_model.PROGRAMS_WORDS in json.dumps(answer, ensure_ascii=False)
 
 
 class TestEverySourcesFiguresInTheProtocolDoc:

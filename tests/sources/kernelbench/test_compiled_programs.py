@@ -127,7 +127,8 @@ class TestTheFiguresThatShip:
         folder = ROOT / "bench" / "results" / "compile-processes"
         written = (ROOT / "docs" / "reports" / "2026-12-07-kernelbench-compiled-programs.md").read_text()
         report = script.report(
-            folder / "2026-12-07-h100-GPU-4d57d9ff.jsonl", folder / "2026-12-07-h100-GPU-e291e563-served.jsonl"
+            folder / "2026-12-07-h100-GPU-4d57d9ff.jsonl",
+            folder / "2026-12-07-h100-GPU-e291e563-served.jsonl",
         )
         assert written == report + "\n"
         assert "- 9 problems, 9 compiled for their own sizes: 0.993 to 1.009 times" in written
