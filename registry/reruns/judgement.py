@@ -270,9 +270,14 @@ def model_note(judged: Judgement, *, subject: str) -> str:
     account = judged.model
     words = account["words"]
     host = f" This figure includes the host's pace: {account['host_bound']}." if account["host_bound"] else ""
+    margin = (
+        ""  # two compiled programs: no margin applies, and the words say why
+        if account["margin_from"] == verdict_model.PROGRAMS_APART
+        else " (the margin: how far apart 95 in 100 pairs of cards put the same workload's median, "
+        f"measured on {account['margin_from']})"
+    )
     return (
-        f"{words[0].upper()}{words[1:]} (the margin: how far apart 95 in 100 pairs of cards put the same "
-        f"workload's median, measured on {account['margin_from']}). Difference of medians "
+        f"{words[0].upper()}{words[1:]}{margin}. Difference of medians "
         f"{_percent(judged.deviation)}, {account.get('confidence', intervals.CONFIDENCE):.0%} interval "
         f"{judged.low:+.2%} to {judged.high:+.2%} ({judged.how}). "
         f"{subject}: {judged.new.count}; recorded run: {judged.old.count}.{host}"

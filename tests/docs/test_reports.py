@@ -25,6 +25,10 @@ WRITTEN_BY = {
         "tests/sources/kernelbench/test_gpu_report.py",
     ),
     "2026-12-06-h100-blocks.md": ("scripts/blocks_report.py", "tests/harness/test_blocks_report.py"),
+    "2026-12-07-kernelbench-compiled-programs.md": (
+        "scripts/compile_processes_report.py",
+        "tests/sources/kernelbench/test_compiled_programs.py",
+    ),
 }
 # Reports whose raw data was not kept: every figure is in a quoted line of a "Log, DATE:" paragraph.
 LOGS = {"2026-12-01-import-timings.md"}

@@ -284,7 +284,12 @@ class TestKernelBenchPairsAreTheRegistrys:
         assert f"compiled into two different programs: {verdict_model.PROGRAMS_APART}" in job_page
         answer = client.get(f"/api/v1/runs/{job.run_id}/").json()
         assert answer["measurement"]["compiled_for"].startswith("symbolic input sizes")
-        assert verdict_model.PROGRAMS_WORDS in json.dumps(answer, ensure_ascii=False)
+        rerun = next(r for r in answer["reruns"] if r["job"] == job.pk)
+        assert rerun["verdict_class"] == job.sampling["verdict_model"]["verdict_class"]
+        assert rerun["margin_from"] == verdict_model.PROGRAMS_APART and rerun["tolerance"] is None
+        assert rerun["verdict_note"].startswith(
+            "I" + verdict_model.PROGRAMS_WORDS[1:] + ". Difference of medians"
+        )
 
 
 class TestEverySourcesFiguresInTheProtocolDoc:

@@ -58,6 +58,10 @@ JUDGED = {
     "evidence_level",
 }
 JUDGED_SAMPLING = {"basis", "same_gpu", "verdict_model"}
+# What recording a line adds to its sampling since the fixture was recorded: the program a compiled
+# job timed, from the shipped replay (registry/sources/kernelbench/programs.py); checked apart by
+# every_compiled_job_holds_its_program.
+ADDED_SAMPLING = {"program"}
 JOB_KEYS = {
     "run__digest", "result_run__digest", "kernel__slug", "workload__digest", "requested_by_id",
 }  # fmt: skip
@@ -81,7 +85,9 @@ def _rows(queryset, fields: list[str], shown: list[str]) -> list[list]:
     for values in queryset.values(*fields):
         rest = {name: value for name, value in values.items() if name not in shown and name not in JUDGED}
         if isinstance(rest.get("sampling"), dict):
-            rest["sampling"] = {k: v for k, v in rest["sampling"].items() if k not in JUDGED_SAMPLING}
+            rest["sampling"] = {
+                k: v for k, v in rest["sampling"].items() if k not in JUDGED_SAMPLING | ADDED_SAMPLING
+            }
         rows.append([*(_plain(values[n]) if isinstance(values[n], datetime) else values[n] for n in shown),
                      _digest(rest)])  # fmt: skip
     return rows
@@ -144,6 +150,7 @@ def test_the_shipped_sweep_files_record_the_same_rows_as_the_line_by_line_record
     outcomes = bundled_outcomes()
     assert {name: counted(summary) for name, summary in outcomes.items()} == expected["outcomes"]
     found = recorded()
+    every_compiled_job_holds_its_program(files_the_fixture_holds)
     for table, rows in expected["rows"].items():
         assert len(found[table]) == len(rows), table
         for number, (row, wanted) in enumerate(zip(found[table], rows, strict=True)):
@@ -155,6 +162,24 @@ def test_the_shipped_sweep_files_record_the_same_rows_as_the_line_by_line_record
     assert recorded() == found
     judged_as_one_at_a_time()
     assert recorded() == found
+
+
+def every_compiled_job_holds_its_program(folder: Path) -> None:
+    """Each job of a compiled line holds the program the shipped replay gives that line; no eager
+    job holds one."""
+    from registry.sources.kernelbench import programs
+    from registry.sources.kernelbench.gpu_sweep import output_lines
+
+    wanted = Counter()
+    for path in folder.glob("*.jsonl.gz"):
+        for text in output_lines(path):
+            entry = programs.annotate(path.name, json.loads(text)) if text.strip() else {}
+            if entry.get("result") and entry["implementation"] != "eager":
+                wanted[json.dumps(entry["result"]["sampling"]["program"]["sizes"], sort_keys=True)] += 1
+    held = RerunJob.objects.filter(sampling__has_key="program").values_list("sampling", flat=True)
+    assert sum(wanted.values()) > 0
+    assert Counter(json.dumps(s["program"]["sizes"], sort_keys=True) for s in held) == wanted
+    assert not RerunJob.objects.filter(sampling__has_key="program", provider="eager").exists()
 
 
 def judged_as_one_at_a_time() -> None:
