@@ -271,8 +271,8 @@ def model_note(judged: Judgement, *, subject: str) -> str:
     words = account["words"]
     host = f" This figure includes the host's pace: {account['host_bound']}." if account["host_bound"] else ""
     margin = (
-        ""  # two compiled programs: no margin applies, and the words say why
-        if account["margin_from"] == verdict_model.PROGRAMS_APART
+        ""  # no margin (too few pairs, or two compiled programs): the words say why
+        if account.get("margin") is None
         else " (the margin: how far apart 95 in 100 pairs of cards put the same workload's median, "
         f"measured on {account['margin_from']})"
     )

@@ -5,6 +5,7 @@ verdict model is fitted on where only KernelBench's runs were measured on it (th
 run was). Reads the files with the standard library and the importer's names; no database.
 """
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,21 +34,41 @@ class Line:
     environment: dict
 
     @property
+    def job(self) -> dict:
+        """The line as verdict_model.pair_class reads a job."""
+        return {
+            "sampling": self.sampling,
+            "samples": self.samples,
+            "gpu_state": self.gpu_state,
+            "environment": self.environment,
+        }
+
+    @property
     def estimate(self) -> intervals.MedianEstimate:
         return intervals.median_estimate(self.samples, block_ids=self.sampling.get("sample_blocks"))
 
 
 def lines(folder: Path = GPU_DIR):
     """Every line with a result of the folder's sweep files, in the order the registry records
-    them (file name, then line)."""
+    them (file name, then line). A file is decoded once while it stays as it was (its size and
+    modification time): fitting a model, naming its card and the checks read them again."""
     for path in sorted(Path(folder).glob("*.jsonl.gz")):
-        for text in output_lines(path):
-            entry = programs.annotate(path.name, json.loads(text)) if text.strip() else {}
-            result = entry.get("result")
-            if not result:
-                continue
-            name = result["environment"].get("gpu_name") or ""
-            yield Line(
+        stat = path.stat()
+        yield from _file_lines(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _file_lines(path: str, mtime_ns: int, size: int) -> tuple[Line, ...]:
+    name_of_file = Path(path).name
+    out = []
+    for text in output_lines(Path(path)):
+        entry = programs.annotate(name_of_file, json.loads(text)) if text.strip() else {}
+        result = entry.get("result")
+        if not result:
+            continue
+        name = result["environment"].get("gpu_name") or ""
+        out.append(
+            Line(
                 gpu=slugify(name),
                 gpu_name=name,
                 kernel=kernel_of(entry["level"], entry["problem"])["slug"],
@@ -59,6 +80,8 @@ def lines(folder: Path = GPU_DIR):
                 gpu_state=result.get("gpu_state") or {},
                 environment=result["environment"],
             )
+        )
+    return tuple(out)
 
 
 def gpu_name(gpu: str, folder: Path = GPU_DIR) -> str:
@@ -102,14 +125,6 @@ def _class(measure: Line, rerun: Line) -> str:
         mode=OPERATION_MODE,
         metric=METRIC,
         median_ms=measure.median,
-        jobs=[
-            {
-                "sampling": s.sampling,
-                "samples": s.samples,
-                "gpu_state": s.gpu_state,
-                "environment": s.environment,
-            }
-            for s in (measure, rerun)
-        ],
+        jobs=[measure.job, rerun.job],
     )
     return key
